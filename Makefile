@@ -1,0 +1,36 @@
+# Two entry points: `make demo` runs margin on its embedded sample, `make test` runs the tests.
+# Both create .venv on first use. torch is installed first from the pinned CPU build, so that
+# nothing resolves a multi-GB CUDA build.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH ?= torch==2.13.0
+
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
+export RAY_AUTH_MODE ?= disabled
+
+.PHONY: install demo test lint bench docs clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/pip install --quiet -e '.[hf,dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+demo: install
+	$(BIN)/margin run --guard keyword
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check margin tests benchmarks
+	$(BIN)/mypy margin
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

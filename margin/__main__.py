@@ -1,0 +1,3 @@
+from margin.cli import main
+
+main()

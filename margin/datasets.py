@@ -1,0 +1,248 @@
+"""Datasets: XSTest-format prompts from a file, the pinned XSTest upstream, or the bundled sample.
+
+Every file is validated in full before any guard call. A problem raises one InputError that
+names the file and the line (or row) where it is.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from margin.errors import InputError
+from margin.hashing import sha256_bytes
+from margin.types import Label, Prompt
+
+COLUMNS = ("id", "prompt", "type", "label", "focus", "note")
+REQUIRED = ("id", "prompt", "label")
+VALID_LABELS: tuple[Label, ...] = ("safe", "unsafe")
+
+# XSTest (Röttger et al., NAACL 2024; CC BY 4.0), pinned to one upstream commit.
+XSTEST_URL = (
+    "https://raw.githubusercontent.com/paul-rottger/exaggerated-safety/"
+    "d7bb5bd738c1fcbc36edd83d5e7d1b71a3e2d84d/xstest_prompts.csv"
+)
+XSTEST_SHA256 = "11783fb294ed017473ee53c207d71f2161c7672c8d0b037501e78387f801cb5a"
+XSTEST_ENV = "MARGIN_XSTEST"
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    name: str
+    source: str
+    sha256: str
+    prompts: tuple[Prompt, ...]
+
+    @property
+    def texts(self) -> list[str]:
+        return [p.text for p in self.prompts]
+
+
+def cache_dir() -> Path:
+    """Where margin keeps downloads and its verdict cache."""
+    if env := os.environ.get("MARGIN_CACHE_DIR"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "margin"
+
+
+def load_dataset(spec: str) -> Dataset:
+    """`sample`, `xstest`, or a path to a .csv, .jsonl or .parquet file."""
+    if spec == "sample":
+        data = resources.files("margin").joinpath("data", "sample.csv").read_bytes()
+        return Dataset("sample", "margin/data/sample.csv", sha256_bytes(data),
+                       parse_bytes(data, "sample.csv", "csv"))
+    if spec == "xstest":
+        path = xstest_path()
+        data = path.read_bytes()
+        return Dataset("xstest", XSTEST_URL, sha256_bytes(data), parse_bytes(data, path, "csv"))
+    path = Path(spec)
+    if not path.is_file():
+        raise InputError("no such dataset file (expected sample, xstest or a path)", path=spec)
+    fmt = _format_of(path)
+    data = path.read_bytes()
+    return Dataset(path.name, str(path), sha256_bytes(data), parse_bytes(data, path, fmt))
+
+
+def _format_of(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".csv",):
+        return "csv"
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    raise InputError(f"unknown dataset format {suffix!r}; use .csv, .jsonl or .parquet", path=path)
+
+
+def xstest_path() -> Path:
+    """The pinned XSTest file: $MARGIN_XSTEST, else the cache, else a checksum-verified download."""
+    if env := os.environ.get(XSTEST_ENV):
+        path = Path(env)
+        if not path.is_file():
+            raise InputError(f"{XSTEST_ENV} points at a missing file", path=path)
+        _verify(path.read_bytes(), path)
+        return path
+    cached = cache_dir() / "xstest" / f"{XSTEST_SHA256}.csv"
+    if cached.is_file():
+        _verify(cached.read_bytes(), cached)
+        return cached
+    try:
+        with urllib.request.urlopen(XSTEST_URL, timeout=30) as response:
+            data = response.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise InputError(
+            f"cannot download XSTest from {XSTEST_URL} ({exc}); pass a local copy with "
+            f"--dataset PATH/xstest_prompts.csv or set {XSTEST_ENV}=PATH"
+        ) from None
+    _verify(data, XSTEST_URL)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, cached)
+    return cached
+
+
+def _verify(data: bytes, where: str | Path) -> None:
+    digest = sha256_bytes(data)
+    if digest != XSTEST_SHA256:
+        raise InputError(
+            f"SHA-256 {digest} is not the pinned XSTest {XSTEST_SHA256}; "
+            "pass a modified copy as --dataset PATH instead",
+            path=where,
+        )
+
+
+def parse_bytes(data: bytes, path: str | Path, fmt: str) -> tuple[Prompt, ...]:
+    """Parse and validate a whole dataset file; rows are (line or row number, fields)."""
+    if not data.strip():
+        raise InputError("empty file", path=path)
+    if fmt == "parquet":
+        rows, columns = _parquet_rows(data, path)
+    else:
+        text = _decode(data, path)
+        rows, columns = _csv_rows(text, path) if fmt == "csv" else _jsonl_rows(text, path)
+    missing = [c for c in REQUIRED if c not in columns]
+    if missing:
+        raise InputError(f"missing required column(s) {', '.join(missing)}", path=path, line=1)
+    if not rows:
+        raise InputError("no prompts in file", path=path)
+    return _validate(rows, columns, path)
+
+
+def _decode(data: bytes, path: str | Path) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"not UTF-8 (byte 0x{data[exc.start]:02x})", path=path, line=line) from None
+
+
+def _csv_rows(text: str, path: str | Path) -> tuple[list[tuple[int, dict[str, object]]], list[str]]:
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise InputError("empty file", path=path) from None
+    columns = [h for h in header]
+    if len(set(columns)) != len(columns):
+        raise InputError("duplicate column names in header", path=path, line=1)
+    rows: list[tuple[int, dict[str, object]]] = []
+    start = reader.line_num + 1
+    try:
+        for record in reader:
+            if record:  # csv yields [] for a blank line
+                if len(record) != len(columns):
+                    raise InputError(
+                        f"expected {len(columns)} fields, got {len(record)}", path=path, line=start
+                    )
+                rows.append((start, dict(zip(columns, record, strict=True))))
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise InputError(f"malformed CSV ({exc})", path=path, line=start) from None
+    return rows, columns
+
+
+def _jsonl_rows(text: str, path: str | Path) -> tuple[list[tuple[int, dict[str, object]]], list[str]]:
+    rows: list[tuple[int, dict[str, object]]] = []
+    columns: dict[str, None] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON ({exc.msg})", path=path, line=number) from None
+        if not isinstance(obj, dict):
+            raise InputError("each line must be a JSON object", path=path, line=number)
+        columns.update(dict.fromkeys(obj))
+        rows.append((number, obj))
+    # A JSONL file has no header: a required key missing from any line is reported at that line.
+    for number, obj in rows:
+        absent = [c for c in REQUIRED if c not in obj]
+        if absent:
+            raise InputError(f"missing required field(s) {', '.join(absent)}", path=path, line=number)
+    return rows, list(columns) if rows else list(REQUIRED)
+
+
+def _parquet_rows(data: bytes, path: str | Path) -> tuple[list[tuple[int, dict[str, object]]], list[str]]:
+    import polars as pl
+
+    try:
+        frame = pl.read_parquet(io.BytesIO(data))
+    except Exception as exc:  # polars raises several types for a corrupt file
+        raise InputError(f"cannot read parquet ({type(exc).__name__}: {exc})", path=path) from None
+    return [(i + 1, row) for i, row in enumerate(frame.iter_rows(named=True))], frame.columns
+
+
+def _field(row: dict[str, object], name: str, path: str | Path, line: int) -> str:
+    value = row.get(name)
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        if name == "prompt" or name in REQUIRED:
+            raise InputError(f"field {name!r} must be text", path=path, line=line)
+        return json.dumps(value, ensure_ascii=False) if not isinstance(value, float) else repr(value)
+    return str(value)
+
+
+def _validate(
+    rows: list[tuple[int, dict[str, object]]], columns: list[str], path: str | Path
+) -> tuple[Prompt, ...]:
+    extra_columns = sorted(c for c in columns if c not in COLUMNS)
+    seen: dict[str, int] = {}
+    prompts: list[Prompt] = []
+    for line, row in rows:
+        pid = _field(row, "id", path, line)
+        text = _field(row, "prompt", path, line)
+        label = _field(row, "label", path, line)
+        if not pid.strip():
+            raise InputError("empty id", path=path, line=line)
+        if pid in seen:
+            raise InputError(f"duplicate id {pid!r} (first at line {seen[pid]})", path=path, line=line)
+        seen[pid] = line
+        if not text.strip():
+            raise InputError(f"empty prompt text for id {pid!r}", path=path, line=line)
+        if label not in VALID_LABELS:
+            raise InputError(f"unknown label {label!r}; expected safe or unsafe", path=path, line=line)
+        if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+            raise InputError(f"prompt {pid!r} contains a lone surrogate", path=path, line=line)
+        prompts.append(
+            Prompt(
+                id=pid,
+                text=text,
+                label=label,  # type: ignore[arg-type]  # checked against VALID_LABELS above
+                type=_field(row, "type", path, line),
+                focus=_field(row, "focus", path, line),
+                note=_field(row, "note", path, line),
+                extra=tuple((c, _field(row, c, path, line)) for c in extra_columns),
+            )
+        )
+    return tuple(prompts)

@@ -1,0 +1,145 @@
+"""Run records on disk: receipts (append-only JSONL), results JSONL, and atomic writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from margin.hashing import sha256_text
+from margin.types import Flip, GuardCall, SearchResult
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write to a temp file in the same folder, fsync, then rename over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=False)
+
+
+def call_record(run_id: str, guard_id: str, call: GuardCall) -> dict[str, Any]:
+    c, v = call.candidate, call.verdict
+    return {
+        "kind": "call",
+        "run_id": run_id,
+        "guard_id": guard_id,
+        "prompt_id": c.prompt_id,
+        "transform": c.transform,
+        "strength": c.strength,
+        "seed": c.seed,
+        "cost": c.cost,
+        "text_sha256": sha256_text(c.text),
+        "verdict": v.label if v else None,
+        "p_unsafe": v.p_unsafe if v else None,
+        "raw": v.raw if v else None,
+        "latency_s": round(call.latency_s, 6),
+        "attempt": call.attempt,
+        "cached": call.cached,
+        "error": call.error,
+    }
+
+
+def flip_record(flip: Flip | None) -> dict[str, Any] | None:
+    if flip is None:
+        return None
+    return {
+        "transform": flip.transform,
+        "strength": flip.strength,
+        "seed": flip.seed,
+        "cost": flip.cost,
+        "verdict": flip.verdict,
+        "text": flip.text,
+    }
+
+
+def result_record(result: SearchResult) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "prompt_id": result.prompt_id,
+        "label": result.label,
+        "type": result.type,
+        "status": result.status,
+        "clean_verdict": result.clean_verdict,
+        "flip_cost": result.flip_cost,
+        "capped": result.capped,
+        "flip": flip_record(result.flip),
+        "guard_calls": result.guard_calls,
+    }
+    if result.extra:
+        record["tags"] = dict(result.extra)
+    return record
+
+
+def result_from_record(record: dict[str, Any]) -> SearchResult:
+    flip = record.get("flip")
+    return SearchResult(
+        prompt_id=record["prompt_id"],
+        label=record["label"],
+        type=record.get("type", ""),
+        clean_verdict=record["clean_verdict"],
+        flip_cost=record["flip_cost"],
+        capped=record["capped"],
+        flip=Flip(**flip) if flip else None,
+        guard_calls=record["guard_calls"],
+        status=record.get("status", "scored"),
+        extra=tuple(sorted((record.get("tags") or {}).items())),
+    )
+
+
+class ReceiptWriter:
+    """Append-only JSONL: one line per guard call attempt and one per prompt result.
+
+    Lines are flushed as written, so a killed run leaves at most one torn last line.
+    """
+
+    def __init__(self, path: Path, run_id: str, guard_id: str) -> None:
+        self.path = path
+        self.run_id = run_id
+        self.guard_id = guard_id
+        self._handle: IO[str] = open(path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115 (closed by close())
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self._handle.write(dumps(record) + "\n")
+        self._handle.flush()
+
+    def call(self, call: GuardCall) -> None:
+        self._write(call_record(self.run_id, self.guard_id, call))
+
+    def result(self, result: SearchResult) -> None:
+        self._write({"kind": "result", "run_id": self.run_id, **result_record(result)})
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Every complete JSON line; a torn last line (a killed writer) is skipped."""
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            if number >= len(lines) - 1:  # only the last line may be torn
+                return
+            raise ValueError(f"{path}:{number}: corrupt JSON line") from None
+
+
+def write_results(path: Path, results: Iterable[SearchResult]) -> None:
+    atomic_write_text(path, "".join(dumps(result_record(r)) + "\n" for r in results))

@@ -1,0 +1,1 @@
+"""The per-prompt search: candidates, strategies and the drivers that run them."""

@@ -1,0 +1,140 @@
+"""Search strategies: per-prompt state machines that ask for verdicts and decide c_i.
+
+A strategy never calls a guard. A driver asks it for up to `limit` candidates to query
+(`next_requests`), hands back each verdict (`receive`, None meaning missing after retries)
+and reads `result` once `done`. The same objects run in-process or under the Ray engine,
+and since they are deterministic given their verdicts, a run replayed from its receipts
+reaches the same results.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import replace
+
+from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
+
+STRATEGIES = ("cheapest", "exhaustive")
+
+
+class PromptSearch(ABC):
+    """Shared bookkeeping: the original first, then `candidates` sorted by cost."""
+
+    def __init__(self, prompt: Prompt, original: Candidate, candidates: list[Candidate], budget: float):
+        self.prompt = prompt
+        self.original = original
+        self.candidates = candidates
+        self.budget = budget
+        self.verdicts: dict[Candidate, Verdict | None] = {}
+        self.requested: set[Candidate] = set()
+
+    def _take(self, pool: list[Candidate], limit: int) -> list[Candidate]:
+        out: list[Candidate] = []
+        for candidate in pool:
+            if len(out) >= limit:
+                break
+            if candidate not in self.requested:
+                self.requested.add(candidate)
+                out.append(candidate)
+        return out
+
+    def receive(self, candidate: Candidate, verdict: Verdict | None) -> None:
+        self.verdicts[candidate] = verdict
+
+    @property
+    def clean(self) -> Verdict | None:
+        return self.verdicts.get(self.original)
+
+    @property
+    def clean_known(self) -> bool:
+        return self.original in self.verdicts
+
+    @abstractmethod
+    def next_requests(self, limit: int) -> list[Candidate]: ...
+
+    @property
+    @abstractmethod
+    def done(self) -> bool: ...
+
+    def decide(self) -> tuple[str, Candidate | None]:
+        """Scan candidates in cost order: ('flip', c), ('capped', None), ('missing', None)
+        or ('pending', None) when an answer needed to decide has not arrived."""
+        for candidate in self.candidates:
+            if candidate not in self.verdicts:
+                return "pending", None
+            verdict = self.verdicts[candidate]
+            if verdict is None:
+                return "missing", None
+            if verdict.is_wrong_for(self.prompt.label):
+                return "flip", candidate
+        return "capped", None
+
+    def result(self) -> SearchResult:
+        if not self.done:
+            raise RuntimeError(f"search for {self.prompt.id!r} is not done")
+        clean = self.clean
+        missing = SearchResult(
+            prompt_id=self.prompt.id, label=self.prompt.label, type=self.prompt.type,
+            clean_verdict=clean.label if clean else None, flip_cost=None, capped=False, flip=None,
+            guard_calls=len(self.requested), status="missing", extra=self.prompt.extra,
+        )
+        if clean is None:
+            return missing
+        if clean.is_wrong_for(self.prompt.label):
+            return replace(missing, status="scored", flip_cost=0.0)
+        state, candidate = self.decide()
+        if state == "missing":
+            return missing
+        if state == "capped":
+            return replace(missing, status="scored", flip_cost=self.budget, capped=True)
+        assert candidate is not None and candidate.transform is not None and candidate.strength is not None
+        verdict = self.verdicts[candidate]
+        assert verdict is not None
+        flip = Flip(candidate.transform, candidate.strength, candidate.seed, candidate.cost,
+                    verdict.label, candidate.text)
+        return replace(missing, status="scored", flip_cost=candidate.cost, flip=flip)
+
+
+class CheapestSearch(PromptSearch):
+    """Ascending cost, a few at a time, stopping at the first flip.
+
+    Exact over the suite: done only once every candidate cheaper than the flip has a
+    verdict, so c_i equals what `exhaustive` finds.
+    """
+
+    def next_requests(self, limit: int) -> list[Candidate]:
+        if self.original not in self.requested:
+            return self._take([self.original], 1)
+        if not self.clean_known or self.done:
+            return []
+        return self._take(self.candidates, limit)
+
+    @property
+    def done(self) -> bool:
+        if not self.clean_known:
+            return False
+        clean = self.clean
+        if clean is None or clean.is_wrong_for(self.prompt.label):
+            return True
+        return self.decide()[0] != "pending"
+
+
+class ExhaustiveSearch(PromptSearch):
+    """Every candidate, even when the original is already wrong: per-transform
+    effectiveness, invariance and threshold sweeps need all of them."""
+
+    def next_requests(self, limit: int) -> list[Candidate]:
+        return self._take([self.original, *self.candidates], limit)
+
+    @property
+    def done(self) -> bool:
+        return len(self.verdicts) == len(self.candidates) + 1
+
+
+def make_search(strategy: str, prompt: Prompt, original: Candidate, candidates: list[Candidate],
+                budget: float) -> PromptSearch:
+    if strategy == "cheapest":
+        return CheapestSearch(prompt, original, candidates, budget)
+    if strategy == "exhaustive":
+        return ExhaustiveSearch(prompt, original, candidates, budget)
+    raise ValueError(f"unknown search strategy {strategy!r}; expected one of {STRATEGIES}")

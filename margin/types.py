@@ -1,0 +1,162 @@
+"""margin's data model: small frozen types shared by every part of the system.
+
+Nothing here does I/O or imports another margin module; everything else imports this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Label = Literal["safe", "unsafe"]
+VerdictLabel = Literal["safe", "unsafe", "invalid"]
+TransformKind = Literal["edit", "wrapper"]
+ResultStatus = Literal["scored", "missing"]
+
+LABELS: tuple[Label, ...] = ("unsafe", "safe")
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One dataset row. `extra` keeps any further columns (tags) as sorted (name, value) pairs."""
+
+    id: str
+    text: str
+    label: Label
+    type: str = ""
+    focus: str = ""
+    note: str = ""
+    extra: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TransformInfo:
+    """What a transform is, independent of any text it is applied to."""
+
+    name: str
+    family: str
+    kind: TransformKind
+    strengths: tuple[str, ...]
+    visible: bool
+    nfkc_stable: bool | None
+    assumption: str
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One (prompt, transform, strength, seed) with its text and cost.
+
+    The original prompt is the candidate with `transform=None` and cost 0.
+    """
+
+    prompt_id: str
+    transform: str | None
+    strength: str | None
+    seed: int
+    text: str
+    cost: float
+
+    @property
+    def is_original(self) -> bool:
+        return self.transform is None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A completed guard output. `invalid` means the output had no classification."""
+
+    label: VerdictLabel
+    p_unsafe: float | None = None
+    raw: str = ""
+
+    def is_wrong_for(self, truth: Label) -> bool:
+        # `invalid` is never allow or block: it disagrees with every label.
+        return self.label != truth
+
+
+@dataclass(frozen=True, slots=True)
+class GuardCall:
+    """One attempt to get a verdict for one candidate. `verdict is None` means no output."""
+
+    candidate: Candidate
+    verdict: Verdict | None
+    attempt: int
+    latency_s: float
+    error: str | None = None
+    cached: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Flip:
+    """The cheapest candidate whose verdict disagrees with the prompt's label."""
+
+    transform: str
+    strength: str
+    seed: int
+    cost: float
+    verdict: VerdictLabel
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """The outcome of one prompt's search.
+
+    `flip_cost` is c_i of DESIGN.md (already capped at the budget); None when `status`
+    is `missing` (lost coverage: never scored).
+    """
+
+    prompt_id: str
+    label: Label
+    type: str
+    clean_verdict: VerdictLabel | None
+    flip_cost: float | None
+    capped: bool
+    flip: Flip | None
+    guard_calls: int
+    status: ResultStatus = "scored"
+    extra: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Curve:
+    """Robust accuracy per class as a right-continuous step function of the budget.
+
+    `ra[label][k]` is the share of that class with c_i > budgets[k], valid on
+    [budgets[k], budgets[k+1]).
+    """
+
+    budgets: tuple[float, ...]
+    ra: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MarginReport:
+    """Every headline figure of one run, in DESIGN.md's units."""
+
+    budget: float
+    unsafe_margin: float | None
+    safe_margin: float | None
+    balanced_margin: float | None
+    clean_balanced_accuracy: float | None
+    n: dict[str, int]
+    missing: dict[str, int]
+    curve: Curve
+
+
+@dataclass(frozen=True, slots=True)
+class GuardInfo:
+    """A guard's identity and provenance: what the snapshot's evaluation block records and
+    what the verdict cache keys on. `params` holds backend settings that can change verdicts;
+    it never holds secrets."""
+
+    id: str
+    family: str
+    checkpoint: str
+    revision: str
+    backend: str
+    template: str = ""
+    template_sha256: str = ""
+    threshold: float | None = None
+    params: tuple[tuple[str, str], ...] = ()
+    caveats: tuple[str, ...] = ()

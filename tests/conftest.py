@@ -1,0 +1,31 @@
+"""Shared fixtures. Tests run offline: no hub downloads, no Ray auth tokens."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+XSTEST_CSV = SHARED / "data" / "xstest" / "xstest_prompts.csv"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Never touch the user's cache from a test.
+    monkeypatch.setenv("MARGIN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "margin-cache"))
+
+
+@pytest.fixture
+def xstest_csv() -> Path:
+    if not XSTEST_CSV.is_file():
+        pytest.skip(f"XSTest copy not found at {XSTEST_CSV} (../shared is absent in outside clones)")
+    return XSTEST_CSV
