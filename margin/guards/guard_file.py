@@ -57,7 +57,8 @@ def load_guard_file(path_text: str, overrides: dict[str, Any]) -> GuardSpec:
     lines = _lines(node) if node is not None else {}
 
     def fail(message: str, field: str) -> InputError:
-        line = lines.get(field) or lines.get(field.split(".")[0])
+        # A missing field (base_url for the openai backend) is blamed on what requires it.
+        line = lines.get(field) or lines.get(field.split(".")[0]) or lines.get("backend") or lines.get("guard")
         return InputError(message, path=path, line=line, field=field)
 
     unknown = [k for k in data if k != "guard" and k not in FIELDS]

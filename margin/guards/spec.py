@@ -186,8 +186,11 @@ def adapter_for(spec: GuardSpec, preset: Preset) -> Any:
 
 
 def _identity(spec: GuardSpec, preset: Preset) -> dict[str, Any]:
-    return {"backend": spec.backend or preset.backend, "model": spec.model or preset.checkpoint,
-            "revision": spec.revision or preset.revision, "threshold": threshold_of(spec, preset),
+    model = spec.model or preset.checkpoint
+    # The preset's pinned commit belongs to its checkpoint, not to a model given instead.
+    revision = spec.revision or (preset.revision if model == preset.checkpoint else None)
+    return {"backend": spec.backend or preset.backend, "model": model,
+            "revision": revision, "threshold": threshold_of(spec, preset),
             "options": {**preset.options, **spec.options},
             "backend_options": {k: v for k, v in spec.backend_options.items() if k not in RUNTIME_OPTIONS}}
 
@@ -230,19 +233,20 @@ def preset_info(spec: GuardSpec) -> GuardInfo:
 
 
 def build_guard(spec: GuardSpec) -> Guard:
+    guard: Guard
     if spec.name == "keyword":
         from margin.guards.keyword import KeywordGuard
 
-        return KeywordGuard()
-    if spec.name.startswith("python:"):
+        guard = KeywordGuard()
+    elif spec.name.startswith("python:"):
         from margin.guards.python_class import PythonClassGuard
 
         path, _, class_name = spec.name[len("python:"):].rpartition(":")
-        return PythonClassGuard(path, class_name)
-    if spec.name == "minilm":
+        guard = PythonClassGuard(path, class_name)
+    elif spec.name == "minilm":
         from margin.guards.minilm import MiniLMGuard
 
-        guard: Guard = MiniLMGuard(threshold=spec.threshold)
+        guard = MiniLMGuard(threshold=spec.threshold)
     elif spec.name in PRESETS:
         from margin.guards.build import build_preset
 
