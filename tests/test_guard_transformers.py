@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from margin.guards.spec import build_guard, parse_guard_spec
+from margin.guards.spec import build_guard, describe_guard, parse_guard_spec
 from tests.test_cli import margin
 from tests.tiny_models import build_tiny_classifier, build_tiny_llama
 
@@ -49,6 +49,8 @@ def test_every_family_template_runs_on_a_tiny_llama(tiny_llama, preset, options)
     assert sum(v.label == "invalid" for v in verdicts) >= 2  # gibberish is not a verdict
     assert all(v.p_unsafe is None or 0.0 <= v.p_unsafe <= 1.0 for v in verdicts)
     assert guard.info.checkpoint == str(tiny_llama) and guard.info.backend == "transformers"
+    assert guard.info == describe_guard(parse_guard_spec(preset, model=str(tiny_llama)).model_copy(
+        update={"options": options}))  # the engine's driver-side identity matches the built guard
     # The adapter's request really went through the chat template (kwargs included).
     backend = guard.backend
     request = guard.adapter.requests("MARKER text")[0]

@@ -15,7 +15,14 @@ import re
 
 from margin.errors import InputError
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter, option_bool, user
-from margin.guards.generation import Generation, GuardRequest, decision_step, label_mass, norm, share
+from margin.guards.generation import (
+    Generation,
+    GuardRequest,
+    decision_step,
+    label_mass,
+    norm,
+    share,
+)
 from margin.types import Verdict
 
 FIRST_WORD = re.compile(r"\w+")

@@ -13,7 +13,7 @@ import re
 from margin.errors import InputError
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter, user
 from margin.guards.generation import Generation, GuardRequest, decision_step, label_mass, share
-from margin.types import Verdict
+from margin.types import Verdict, VerdictLabel
 
 CATEGORY = re.compile(r"S\d{1,2}")
 VARIANTS = ("3-1b", "3-8b", "4")
@@ -52,14 +52,14 @@ class LlamaGuard(SingleRequestAdapter):
         return Verdict(label, p)
 
 
-def parse_text(text: str) -> str | None:
+def parse_text(text: str) -> VerdictLabel | None:
     """`safe` / `unsafe` from the first line (case-insensitive, surrounding blank lines
     allowed); None for anything else. A missing category line keeps `unsafe`."""
     lines = text.strip().splitlines()
     if not lines:
         return None
     first = lines[0].strip().lower()
-    return first if first in ("safe", "unsafe") else None
+    return "safe" if first == "safe" else "unsafe" if first == "unsafe" else None
 
 
 def categories(text: str) -> list[str]:

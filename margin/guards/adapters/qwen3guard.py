@@ -14,7 +14,7 @@ import re
 
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter, option_choice, user
 from margin.guards.generation import Generation, GuardRequest, decision_step, label_mass, share
-from margin.types import Verdict
+from margin.types import Verdict, VerdictLabel
 
 SAFETY = re.compile(r"Safety:\s*(Safe|Unsafe|Controversial)")
 CLASSES = ("Safe", "Unsafe", "Controversial")
@@ -38,7 +38,7 @@ class Qwen3Guard(SingleRequestAdapter):
         if match is None:
             return INVALID
         klass = match.group(1)
-        label = "safe" if klass == "Safe" or (klass == "Controversial" and self.controversial == "safe") else "unsafe"
+        label: VerdictLabel = "safe" if klass == "Safe" or (klass == "Controversial" and self.controversial == "safe") else "unsafe"
         unsafe_classes = ("Unsafe", "Controversial") if self.controversial == "unsafe" else ("Unsafe",)
         step = decision_step(output.steps, CLASSES, after="Safety:", prefix=True)
         p = share(label_mass(step, CLASSES, prefix=True), unsafe_classes) if step else None

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from margin.errors import InputError
 from margin.guards.adapters.base import INVALID, Adapter, user
 from margin.guards.generation import Generation, GuardRequest, label_mass, share
-from margin.types import Verdict
+from margin.types import Verdict, VerdictLabel
 
 # The model card's prompt-classification wording; the template adds the `* ` bullet.
 POLICIES = {
@@ -51,7 +51,7 @@ class ShieldGemma(Adapter):
         verdicts = [parse_one(o) for o in outputs]
         if any(v.label == "invalid" for v in verdicts):
             return INVALID
-        label = "unsafe" if any(v.label == "unsafe" for v in verdicts) else "safe"
+        label: VerdictLabel = "unsafe" if any(v.label == "unsafe" for v in verdicts) else "safe"
         ps = [v.p_unsafe for v in verdicts]
         p = None if any(x is None for x in ps) else max(x for x in ps if x is not None)
         return Verdict(label, p)
@@ -64,6 +64,6 @@ def parse_one(output: Generation) -> Verdict:
     match = ANSWER.match(output.text.strip())
     if match is None:
         return INVALID
-    label = "unsafe" if match.group(1).lower() == "yes" else "safe"
+    label: VerdictLabel = "unsafe" if match.group(1).lower() == "yes" else "safe"
     p = share(label_mass(output.steps[0], ("yes", "no")), ("yes",)) if output.steps else None
     return Verdict(label, p)

@@ -7,6 +7,7 @@ with top logprobs. The server's own reasoning field (gpt-oss) is kept apart from
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ class OpenAIChatBackend:
         self.top_logprobs = top_logprobs
 
     def generate(self, requests: Sequence[GuardRequest]) -> list[Generation | Exception]:
-        coros = [self.endpoint.call(lambda r=r: self._one(r)) for r in requests]
+        coros = [self.endpoint.call(functools.partial(self._one, r)) for r in requests]
         return [r if isinstance(r, Generation | Exception) else RuntimeError(str(r))
                 for r in self.endpoint.gather(coros)]
 

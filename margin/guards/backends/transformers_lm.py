@@ -12,6 +12,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from margin.errors import InputError
 from margin.guards.generation import Generation, GuardRequest, Step
 
 log = logging.getLogger(__name__)
@@ -45,14 +46,15 @@ class TransformersLM:
             try:
                 from peft import PeftModel
             except ImportError:
-                raise RuntimeError(f"{adapter} is a LoRA adapter: `pip install peft` to load it") from None
+                raise InputError(f"{adapter} is a LoRA adapter: `pip install peft` to load it", field="--guard") from None
             net = PeftModel.from_pretrained(net, adapter)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.model = net.to(self.device).eval()
+        self.model: Any = net.to(self.device).eval()  # type: ignore[arg-type]
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.tokenizer.eos_token_id
         self.context = context_length(self.model.config, self.tokenizer)
+        self.token_text: dict[int, str] = {}
         eos = self.model.generation_config.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         if self.tokenizer.eos_token_id is not None:
@@ -130,7 +132,10 @@ class TransformersLM:
         return generations
 
     def decode_one(self, token: int) -> str:
-        return str(self.tokenizer.decode([token], skip_special_tokens=False))
+        text = self.token_text.get(token)
+        if text is None:  # decoding one id at a time is slow: remember each token's text
+            text = self.token_text[token] = str(self.tokenizer.decode([token], skip_special_tokens=False))
+        return text
 
 
 def context_length(config: Any, tokenizer: Any) -> int | None:

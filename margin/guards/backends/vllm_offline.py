@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from margin.errors import InputError
 from margin.guards.backends.transformers_lm import ContextLengthError
 from margin.guards.generation import Generation, GuardRequest, Step
 
@@ -25,14 +26,15 @@ class VLLMBackend:
                  top_logprobs: int = 20, engine: dict[str, Any] | None = None) -> None:
         try:
             import vllm
+            from vllm.lora.request import LoRARequest
         except ImportError:
-            raise RuntimeError("the vllm backend needs the extra: pip install 'margin[vllm]'") from None
+            raise InputError("the vllm backend needs the extra: pip install 'margin[vllm]'", field="--backend") from None
         self.vllm = vllm
         options = {"enable_prefix_caching": True, "seed": 0, **(engine or {})}
         if adapter:
             options["enable_lora"] = True
         self.llm = vllm.LLM(model=model, revision=revision, **options)
-        self.lora = vllm.lora.request.LoRARequest("adapter", 1, adapter) if adapter else None
+        self.lora = LoRARequest("adapter", 1, adapter) if adapter else None
         self.tokenizer = self.llm.get_tokenizer()
         self.context = int(self.llm.llm_engine.model_config.max_model_len)
         self.top_logprobs = top_logprobs
