@@ -142,9 +142,17 @@ def moderation_result(text: str) -> dict:
             "category_scores": {"violence": 0.9 if hit else 0.05, "illicit": 0.01}}
 
 
-def test_moderation_apis_batch_and_retry(fast_backoff, api_key):
-    with FakeOpenAI(llama_guard_answer, key=KEY, fault=first_attempt_faults, moderate=moderation_result) as server:
-        spec = parse_guard_spec("openai-moderation", base_url=server.base_url, api_key_env="MARGIN_TEST_KEY")
+def mistral_result(text: str) -> dict:
+    hit = "bomb" in text
+    return {"categories": {"violence_and_threats": hit, "health": True},
+            "category_scores": {"violence_and_threats": 0.8 if hit else 0.1, "health": 0.9}}
+
+
+@pytest.mark.parametrize(("preset", "moderate"), [("openai-moderation", moderation_result),
+                                                  ("mistral-moderation", mistral_result)])
+def test_moderation_apis_batch_and_retry(fast_backoff, api_key, preset, moderate):
+    with FakeOpenAI(llama_guard_answer, key=KEY, fault=first_attempt_faults, moderate=moderate) as server:
+        spec = parse_guard_spec(preset, base_url=server.base_url, api_key_env="MARGIN_TEST_KEY")
         guard = build_guard(spec.model_copy(update={"backend_options": options()}))
         verdicts = guard.classify(PROMPTS[:8])
         guard.close()
