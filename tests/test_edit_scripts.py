@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from margin.search.edits import ADAPTIVE, Op, apply_ops, conflicts, format_script, parse_script, rebuild_text
+from margin.search.edits import (
+    ADAPTIVE,
+    Op,
+    apply_ops,
+    conflicts,
+    format_script,
+    parse_script,
+    rebuild_text,
+)
 from margin.transforms.base import EditTransform
 from margin.transforms.registry import registry
 

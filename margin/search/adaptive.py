@@ -35,7 +35,15 @@ from typing import Any
 
 from margin.cost import CostModel, edit_distance
 from margin.search.approx import word_placements
-from margin.search.edits import ADAPTIVE, Op, apply_ops, conflicts, format_script, parse_script, rebuild_text
+from margin.search.edits import (
+    ADAPTIVE,
+    Op,
+    apply_ops,
+    conflicts,
+    format_script,
+    parse_script,
+    rebuild_text,
+)
 from margin.search.probes import PROBE_WORDS, salience_order
 from margin.search.strategies import PromptSearch
 from margin.transforms.base import EditTransform, word_spans

@@ -30,14 +30,7 @@ PROBE_WORDS: tuple[str, ...] = (
 )
 
 STOPWORDS = frozenset(
-    """a an the and or but if then else of to in on at by for from with without into onto
-    over under about above below between through during before after as is are was were be
-    been being am do does did doing have has had having i me my mine myself we us our ours you
-    your yours he him his she her hers it its they them their theirs this that these those
-    what which who whom whose where when why how can could should would will shall may might
-    must not no nor so too very just than there here all any both each few more most other
-    some such only own same s t don now get got make made way best good find tell give know
-    want need like one two also out up down off again further once""".split()
+    ["a", "an", "the", "and", "or", "but", "if", "then", "else", "of", "to", "in", "on", "at", "by", "for", "from", "with", "without", "into", "onto", "over", "under", "about", "above", "below", "between", "through", "during", "before", "after", "as", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "doing", "have", "has", "had", "having", "i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "you", "your", "yours", "he", "him", "his", "she", "her", "hers", "it", "its", "they", "them", "their", "theirs", "this", "that", "these", "those", "what", "which", "who", "whom", "whose", "where", "when", "why", "how", "can", "could", "should", "would", "will", "shall", "may", "might", "must", "not", "no", "nor", "so", "too", "very", "just", "than", "there", "here", "all", "any", "both", "each", "few", "more", "most", "other", "some", "such", "only", "own", "same", "s", "t", "don", "now", "get", "got", "make", "made", "way", "best", "good", "find", "tell", "give", "know", "want", "need", "like", "one", "two", "also", "out", "up", "down", "off", "again", "further", "once"]
 )
 
 

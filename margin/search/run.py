@@ -22,8 +22,8 @@ from margin.metrics import margin_report
 from margin.plots import plot_curves
 from margin.protocols import mark_protocol, protocol_for
 from margin.records import ReceiptWriter, atomic_write_text, dumps, write_results
-from margin.search.candidates import build_candidates, original_candidate
 from margin.search.adaptive import DEFAULT_MAX_CALLS
+from margin.search.candidates import build_candidates, original_candidate
 from margin.search.driver import drive
 from margin.search.incumbents import load_incumbents
 from margin.search.source import InProcessSource
