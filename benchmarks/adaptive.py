@@ -109,7 +109,7 @@ def main() -> None:
     report: dict[str, Any] = {"guard": guard.info.id, "dataset": prepared.dataset.name, "seed": args.seed,
                               "max_calls": prepared.search_options(prepared.prompts[0])["max_calls"],
                               "prior": not args.no_prior, "one_edit_cost": unit,
-                              "wall_s": outcome.extra["wall_s"]}
+                              "wall_s": outcome.extra["wall_s"], "guard_calls": outcome.guard_calls}
     unsafe_optima = safe_optima = None
     lexicon = getattr(guard, "impl", guard)  # a python:FILE:Class guard wraps its object
     if callable(getattr(lexicon, "triggers", None)):
