@@ -128,8 +128,8 @@ class AdaptiveSearch(PromptSearch):
                  incumbent: Flip | None = None, families: Sequence[str] | None = None,
                  prior: bool = True) -> None:
         super().__init__(prompt, original, candidates, budget)
-        if max_calls < 1:
-            raise ValueError("max_calls must be at least 1")
+        if max_calls < 2:
+            raise ValueError("max_calls must be at least 2 (the original and one candidate)")
         self._args: dict[str, Any] = dict(prompt=prompt, original=original, candidates=candidates,
                                           budget=budget, cost_model=cost_model, seed=seed,
                                           max_calls=max_calls, incumbent=incumbent, families=families,

@@ -24,6 +24,7 @@ WORD_CHAR = re.compile(r"\w")
 BOUNDARY = -1  # pattern code for "a non-word character or an end of the text"
 PAD = -2  # pattern code past a shorter pattern's end
 INF = 1 << 20
+CHUNK = 64  # patterns per distance table, so long texts stay small in memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +61,16 @@ def word_placements(
     pattern keeps at most `per_pattern` placements of its least ops, over disjoint spans,
     leftmost first; the list is ordered by (ops, word index, shape, start)."""
     patterns = [(w, s, pattern_codes(w, s)) for w in words for s in shapes if w]
-    if not patterns:
-        return []
+    out: list[Placement] = []
+    for first in range(0, len(patterns), CHUNK):
+        out.extend(_placements(text, patterns[first : first + CHUNK], max_ops, per_pattern))
+    order = {w: i for i, w in enumerate(words)}
+    out.sort(key=lambda p: (p.ops, order[p.word], p.shape, p.start, p.end, p.replacement))
+    return out
+
+
+def _placements(text: str, patterns: Sequence[tuple[str, Shape, list[int]]], max_ops: int | None,
+                per_pattern: int) -> list[Placement]:
     table, codes = _distance_table(text, [p for _, _, p in patterns])
     out: list[Placement] = []
     for index, (word, shape, pattern) in enumerate(patterns):
@@ -84,16 +93,17 @@ def word_placements(
             kept += 1
             if kept >= per_pattern:
                 break
-    order = {w: i for i, w in enumerate(words)}
-    out.sort(key=lambda p: (p.ops, order[p.word], p.shape, p.start, p.end, p.replacement))
     return out
 
 
 def min_ops(text: str, words: Sequence[str], shape: Shape) -> list[int]:
     """For each word, the fewest edits that place it (0 when it is already there)."""
-    patterns = [pattern_codes(w, shape) for w in words]
-    table, _ = _distance_table(text, patterns)
-    return [int(table[len(p), i].min()) for i, p in enumerate(patterns)]
+    out: list[int] = []
+    for first in range(0, len(words), CHUNK):
+        patterns = [pattern_codes(w, shape) for w in words[first : first + CHUNK]]
+        table, _ = _distance_table(text, patterns)
+        out.extend(int(table[len(p), i].min()) for i, p in enumerate(patterns))
+    return out
 
 
 def _text_codes(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
