@@ -36,7 +36,7 @@ def run(
     dataset: Annotated[str, typer.Option(help="sample | xstest | PATH (.csv, .jsonl, .parquet)")] = "sample",
     suite: Annotated[str, typer.Option(help="standard | quick | PATH to a suite YAML")] = "standard",
     budget: Annotated[float, typer.Option(help="largest tested cost B")] = 100.0,
-    search: Annotated[str, typer.Option(help="cheapest | exhaustive")] = "cheapest",
+    search: Annotated[str, typer.Option(help="cheapest | exhaustive | adaptive (guard-guided; upper bounds)")] = "cheapest",
     seed: Annotated[int, typer.Option(help="seed for every transform")] = 0,
     limit: Annotated[int | None, typer.Option(help="only the first N prompts")] = None,
     cost_norm: Annotated[str, typer.Option(help="corpus | prompt")] = "corpus",
@@ -47,6 +47,8 @@ def run(
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (--backend openai)")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="NAME of the env var holding the API key")] = None,
     threshold: Annotated[float | None, typer.Option(help="unsafe when p_unsafe >= this (default 0.5)")] = None,
+    max_calls: Annotated[int | None, typer.Option(help="adaptive: guard calls per prompt (default 100)")] = None,
+    incumbents: Annotated[str | None, typer.Option(help="adaptive: a standard run folder whose flips seed it")] = None,
 ) -> None:
     """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
     from margin.search.run import RunConfig, default_out_dir, execute, prepare
@@ -54,7 +56,8 @@ def run(
     config = RunConfig(guard=guard, dataset=dataset, suite=suite, budget=budget, search=search,
                        seed=seed, limit=limit, cost_norm=cost_norm,  # type: ignore[arg-type]
                        batch_size=batch_size, backend=backend, model=model, base_url=base_url,
-                       api_key_env=api_key_env, threshold=threshold)
+                       api_key_env=api_key_env, threshold=threshold, max_calls=max_calls,
+                       incumbents=incumbents)
     prepared = prepare(config)
     assert prepared.guard is not None
     out_dir = out or default_out_dir(prepared.guard.info.id)
@@ -79,7 +82,9 @@ def run(
 
 def print_summary(outcome: Any) -> None:
     report = outcome.report
-    table = Table(title=f"margin — {outcome.snapshot['data'][0]['id']}")
+    adaptive = outcome.snapshot["meta"]["protocol"] != "margin-flip-cost/1"
+    table = Table(title=f"margin — {outcome.snapshot['data'][0]['id']}"
+                        + (" — ADAPTIVE (upper bounds; not comparable with standard-suite margins)" if adaptive else ""))
     table.add_column("figure")
     table.add_column("value", justify="right")
     table.add_row("balanced margin", fmt(report.balanced_margin))

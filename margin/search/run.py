@@ -20,14 +20,17 @@ from margin.guards.base import Guard
 from margin.guards.spec import GuardSpec, build_guard, parse_guard_spec
 from margin.metrics import margin_report
 from margin.plots import plot_curves
+from margin.protocols import mark_protocol, protocol_for
 from margin.records import ReceiptWriter, atomic_write_text, dumps, write_results
+from margin.search.adaptive import DEFAULT_MAX_CALLS
 from margin.search.candidates import build_candidates, original_candidate
 from margin.search.driver import drive
+from margin.search.incumbents import load_incumbents
 from margin.search.source import InProcessSource
 from margin.search.strategies import STRATEGIES, PromptSearch, make_search
 from margin.snapshot import SnapshotEntry, build_snapshot
 from margin.transforms.suites import Suite, load_suite
-from margin.types import GuardCall, MarginReport, Prompt, SearchResult
+from margin.types import Flip, GuardCall, MarginReport, Prompt, SearchResult
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class RunConfig:
     batch_size: int = 64
     max_attempts: int = 3
     retry_wait_s: float = 0.5
+    # --search adaptive only: guard calls per prompt, and a standard run whose flips seed it.
+    max_calls: int | None = None
+    incumbents: str | None = None
     # --guard overrides (None: the preset's default)
     backend: str | None = None
     model: str | None = None
@@ -64,13 +70,21 @@ class PreparedRun:
     prompts: tuple[Prompt, ...]
     candidates: dict[str, list[Any]]
     guard: Guard | None = None
+    incumbents: dict[str, Flip] = field(default_factory=dict)
 
     def searches(self) -> list[PromptSearch]:
         return [
             make_search(self.config.search, p, original_candidate(p, self.config.seed),
-                        self.candidates[p.id], self.config.budget)
+                        self.candidates[p.id], self.config.budget, **self.search_options(p))
             for p in self.prompts
         ]
+
+    def search_options(self, prompt: Prompt) -> dict[str, Any]:
+        if self.config.search != "adaptive":
+            return {}
+        return {"cost_model": self.cost_model, "seed": self.config.seed,
+                "max_calls": self.config.max_calls or DEFAULT_MAX_CALLS,
+                "incumbent": self.incumbents.get(prompt.id)}
 
     def manifest(self) -> dict[str, Any]:
         """Everything that decides a run's results; resume and publish compare it."""
@@ -89,7 +103,16 @@ class PreparedRun:
             "search": self.config.search,
             "seed": self.config.seed,
             "limit": self.config.limit,
+            **self.adaptive_manifest(),
         }
+
+    def adaptive_manifest(self) -> dict[str, Any]:
+        """The protocol always; an adaptive run's call budget and incumbents too."""
+        out: dict[str, Any] = {"protocol": protocol_for(self.config.search)}
+        if self.config.search == "adaptive":
+            out["max_calls"] = self.config.max_calls or DEFAULT_MAX_CALLS
+            out["incumbents"] = self.config.incumbents
+        return out
 
 
 @dataclass
@@ -115,16 +138,24 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
                          field="--cost-norm")
     if config.limit is not None and config.limit < 1:
         raise InputError("must be at least 1", field="--limit")
+    if config.search != "adaptive" and (config.max_calls is not None or config.incumbents):
+        raise InputError("only --search adaptive takes --max-calls and --incumbents", field="--search")
+    if config.max_calls is not None and config.max_calls < 2:
+        raise InputError("must be at least 2 (the original and one edit)", field="--max-calls")
     dataset = load_dataset(config.dataset)
     suite = load_suite(config.suite)
     # The corpus norm uses every prompt of the dataset, so --limit and shards keep the same units.
     cost_model = CostModel.for_corpus(dataset.texts, config.cost_norm)
     prompts = dataset.prompts[: config.limit] if config.limit else dataset.prompts
-    candidates = {
-        p.id: build_candidates(p, suite, cost_model, config.budget, config.seed) for p in prompts
+    candidates = {  # adaptive search makes its own
+        p.id: [] if config.search == "adaptive" else build_candidates(p, suite, cost_model, config.budget, config.seed)
+        for p in prompts
     }
     guard = guard or build_guard(config.guard_spec())
-    return PreparedRun(config, dataset, suite, cost_model, prompts, candidates, guard)
+    prepared = PreparedRun(config, dataset, suite, cost_model, prompts, candidates, guard)
+    if config.incumbents:
+        prepared.incumbents = load_incumbents(config.incumbents, prepared.manifest())
+    return prepared
 
 
 def default_out_dir(guard_id: str) -> Path:
@@ -193,9 +224,10 @@ def finish(prepared: PreparedRun, out_dir: Path, results: list[SearchResult], *,
         "prompts": len(prepared.prompts),
     }
     evaluation = {"search": config.search, "seed": config.seed}
-    snapshot = build_snapshot([SnapshotEntry(prepared.guard.info, report, evaluation)], provenance)
+    snapshot = mark_protocol(
+        build_snapshot([SnapshotEntry(prepared.guard.info, report, evaluation)], provenance), config.search)
     atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
-    plot_curves(report.curve, out_dir / "curves.png",
-                f"{prepared.guard.info.id} on {prepared.dataset.name} ({prepared.suite.name} suite)")
+    how = "adaptive search: upper bounds" if config.search == "adaptive" else f"{prepared.suite.name} suite"
+    plot_curves(report.curve, out_dir / "curves.png", f"{prepared.guard.info.id} on {prepared.dataset.name} ({how})")
     return RunOutcome(out_dir, results, report, snapshot, guard_calls, cache_hits,
                       missing=sum(1 for r in results if r.status == "missing"))
