@@ -16,8 +16,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from margin.errors import InputError
 from margin.metrics import scored
+from margin.rundir import RunDir
 from margin.types import SearchResult
 
 
@@ -100,3 +103,67 @@ def integral_score(guard_id: str, rows: Sequence[DatasetErrors]) -> IntegralScor
         fpr_avg=sum(fprs) / len(fprs) if fprs else None,
         fnr_avg=sum(fnrs) / len(fnrs) if fnrs else None,
     )
+
+
+@dataclass(frozen=True)
+class IntegralTable:
+    scores: list[IntegralScore]  # best overall first
+    datasets: list[str]
+    groups: list[str]
+    rows: dict[str, list[DatasetErrors]]  # guard id -> its datasets' error rates
+    at_budget: float
+
+
+def parse_groups(specs: Sequence[str]) -> dict[str, str]:
+    """`NAME=DATASET,DATASET` -> {dataset: group}."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, sep, members = spec.partition("=")
+        if not sep or not name.strip() or not members.strip():
+            raise InputError(f"expected NAME=DATASET[,DATASET...], got {spec!r}", field="--group")
+        for member in members.split(","):
+            if member.strip() in out:
+                raise InputError(f"dataset {member.strip()!r} is in two groups", field="--group")
+            out[member.strip()] = name.strip()
+    return out
+
+
+def integral_from_runs(runs: Sequence[RunDir], groups: dict[str, str] | None = None,
+                       at_budget: float = 0.0) -> IntegralTable:
+    """One run per (guard, dataset); a dataset not named in `groups` is a group of its own."""
+    groups = groups or {}
+    if at_budget > 0:
+        protocols = {(str(r.manifest["suite"].get("sha256")), r.budget, str(r.manifest.get("cost_norm")))
+                     for r in runs}
+        if len(protocols) > 1:
+            raise InputError("above budget 0 the runs must share suite, budget and cost norm", field="--at-budget")
+        if at_budget > runs[0].budget:
+            raise InputError(f"must be at most the runs' budget {runs[0].budget:g}", field="--at-budget")
+    rows: dict[str, list[DatasetErrors]] = {}
+    seen: dict[tuple[str, str], Path] = {}
+    for run in runs:
+        gid, ds = run.guard.id, str(run.manifest["dataset"].get("name"))
+        if (gid, ds) in seen:
+            raise InputError(f"guard {gid!r} on dataset {ds!r} appears twice ({seen[(gid, ds)]})", path=run.path)
+        seen[(gid, ds)] = run.path
+        rows.setdefault(gid, []).append(dataset_errors(ds, groups.get(ds, ds), run.results, at_budget))
+    unknown = sorted(set(groups) - {ds for _, ds in seen})
+    if unknown:
+        raise InputError(f"no run on dataset(s) {', '.join(unknown)}", field="--group")
+    scores = sorted((integral_score(gid, rs) for gid, rs in rows.items()), key=lambda s: (-s.overall, s.guard_id))
+    datasets = sorted({ds for _, ds in seen})
+    return IntegralTable(scores, datasets, sorted({groups.get(d, d) for d in datasets}), rows, at_budget)
+
+
+def integral_record(table: IntegralTable) -> dict[str, object]:
+    return {
+        "methodology": __doc__.strip() if __doc__ else "",
+        "at_budget": table.at_budget,
+        "groups": {g: [d for d in table.datasets if table.rows and any(
+            r.dataset == d and r.group == g for rs in table.rows.values() for r in rs)] for g in table.groups},
+        "data": [{"guard_id": s.guard_id, "integral": s.overall, "groups": s.groups, "datasets": s.datasets,
+                  "fpr_avg": s.fpr_avg, "fnr_avg": s.fnr_avg,
+                  "errors": [{"dataset": r.dataset, "fpr": r.fpr, "fnr": r.fnr, "safe": r.safe, "unsafe": r.unsafe}
+                             for r in table.rows[s.guard_id]]}
+                 for s in table.scores],
+    }
