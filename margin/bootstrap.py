@@ -115,7 +115,7 @@ def replicate_ra(counts: np.ndarray, costs: np.ndarray, budgets: Sequence[float]
 
 
 def percentile_interval(values: np.ndarray, level: float) -> Interval:
-    tail = 100.0 * (1.0 - level) / 2.0
+    tail = (100.0 - 100.0 * level) / 2.0  # 2.5 exactly for 0.95
     low, high = np.percentile(values, [tail, 100.0 - tail])
     return Interval(float(low), float(high))
 
@@ -146,7 +146,7 @@ def bootstrap_intervals(results: Sequence[SearchResult], budget: float,
         figures[name] = None if values is None else percentile_interval(values, spec.level)
     bands: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
     if budgets is not None:
-        tail = 100.0 * (1.0 - spec.level) / 2.0
+        tail = (100.0 - 100.0 * spec.level) / 2.0
         for label, c in counts.items():
             ra = replicate_ra(c, samples[label].costs, budgets)
             low, high = np.percentile(ra, [tail, 100.0 - tail], axis=0)

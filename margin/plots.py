@@ -120,8 +120,7 @@ def heatmap_figure(rows: Sequence[str], columns: Sequence[str],
     masked = np.ma.masked_invalid(grid)
     import matplotlib
 
-    cmap = matplotlib.colormaps["Reds"].copy()
-    cmap.set_bad("#e5e7e9")
+    cmap = matplotlib.colormaps["Reds"].with_extremes(bad="#e5e7e9")
     image = ax.imshow(masked, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
     for i in range(len(rows)):
         for j in range(len(columns)):

@@ -104,8 +104,8 @@ def build_leaderboard(runs: Sequence[RunDir], date: dt.date, spec: BootstrapSpec
 
 
 def content_hash(snapshot: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON with meta.snapshot_url left out (the url names the hash)."""
-    body = {**snapshot, "meta": {k: v for k, v in snapshot["meta"].items() if k != "snapshot_url"}}
+    """SHA-256 of the canonical JSON with meta.snapshot_url set to null (the url names the hash)."""
+    body = {**snapshot, "meta": {**snapshot["meta"], "snapshot_url": None}}
     return sha256_text(canonical_json(body))
 
 

@@ -176,7 +176,7 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
     if manifests:
         agree(manifests)
     manifest = manifests[0][1] if manifests else None
-    receipts = [d / "receipts.jsonl" for d in run_dirs] + files
+    receipts = [p / "receipts.jsonl" if p.is_dir() else p for p in paths]  # in the order given
     recorded = read_verdicts(receipts)
     guard = (guard_info(manifest, run_dirs[0] / "run.json") if manifest
              else external_guard(options.guard_id or recorded.guard_id or "external"))
