@@ -82,7 +82,9 @@ def curves_figure(series: Sequence[CurveSeries], title: str = "") -> Figure:
             ax.set_xlim(min(s.budgets[0] for s in series), max(s.budgets[-1] for s in series))
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("robust accuracy RA(b)")
-    axes[1].legend(loc="upper right", fontsize="small")
+    labelled = [ax for ax in axes if ax.get_legend_handles_labels()[0]]
+    if labelled:  # a single-class dataset leaves one panel empty
+        labelled[-1].legend(loc="upper right", fontsize="small")
     if title:
         fig.suptitle(title)
     return fig

@@ -17,9 +17,10 @@ FIGURES = ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_ac
            "confidence_intervals", "clean_accuracy", "coverage", "curves", "slices")
 
 
-def make_run(out: Path, guard, *, search="cheapest", suite="quick", limit=None, attempts=3) -> Path:
-    prepared = prepare(RunConfig(guard="g", suite=suite, search=search, limit=limit, max_attempts=attempts,
-                                 retry_wait_s=0.0), guard)
+def make_run(out: Path, guard, *, search="cheapest", suite="quick", limit=None, attempts=3,
+             dataset="sample") -> Path:
+    prepared = prepare(RunConfig(guard="g", dataset=dataset, suite=suite, search=search, limit=limit,
+                                 max_attempts=attempts, retry_wait_s=0.0), guard)
     execute(prepared, out)
     return out
 
