@@ -71,19 +71,13 @@ def run(
 
 
 def print_summary(outcome: Any) -> None:
-    report = outcome.report
-    table = Table(title=f"margin — {outcome.snapshot['data'][0]['id']}")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    table.add_row("balanced margin", fmt(report.balanced_margin))
-    table.add_row("unsafe margin (false allows)", fmt(report.unsafe_margin))
-    table.add_row("safe margin (false blocks)", fmt(report.safe_margin))
-    table.add_row("clean balanced accuracy %", fmt(report.clean_balanced_accuracy))
-    table.add_row("prompts scored (unsafe / safe)", f"{report.n['unsafe']} / {report.n['safe']}")
-    table.add_row("prompts missing (lost coverage)", str(outcome.missing))
+    from margin.report import margins_table
+
+    table = margins_table(outcome.snapshot["data"][0])  # figures with their 95% intervals
     table.add_row("guard calls", str(outcome.guard_calls))
     console.print(table)
-    console.print(f"wrote {outcome.out_dir}/ (receipts.jsonl, results.jsonl, snapshot.json, curves.png)")
+    console.print(f"wrote {outcome.out_dir}/ (receipts.jsonl, results.jsonl, snapshot.json, curves.png/.svg); "
+                  f"margin report {outcome.out_dir} for slices, coverage and flips")
 
 
 @transforms_app.command("list")
