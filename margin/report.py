@@ -78,7 +78,7 @@ def leaderboard_table(snapshot: Mapping[str, Any], title: str = "leaderboard") -
 def slices_table(dimension: str, slices: Mapping[str, Mapping[str, Any]]) -> Table:
     """Every figure per slice value (a type, or a tag column's value)."""
     table = Table(title=f"slices by {dimension}")
-    for column in ("slice", "n unsafe/safe", "unsafe margin", "safe margin", "balanced", "clean bal. acc. %"):
+    for column in ("slice", "n unsafe/safe", "unsafe margin", "safe margin", "balanced", "clean acc. %"):
         table.add_column(column, justify="left" if column == "slice" else "right")
     for value, r in slices.items():
         cis = r.get("confidence_intervals", {})
@@ -121,13 +121,13 @@ def flips_table(results: Sequence[SearchResult], limit: int = 10) -> Table:
     flips = sorted((r for r in results if r.flip is not None), key=lambda r: (r.flip_cost, r.prompt_id))  # type: ignore[union-attr]
     wrong = sum(1 for r in results if r.status == "scored" and r.flip_cost == 0)
     table = Table(title=f"cheapest flips ({len(flips)} flipped by a transform, {wrong} wrong on the original)")
-    for column in ("prompt", "label", "cost", "transform @ strength", "verdict", "transformed text"):
+    for column in ("prompt", "label", "cost", "transform (strength)", "verdict", "transformed text"):
         table.add_column(column, justify="right" if column == "cost" else "left",
                          overflow="fold" if column == "transformed text" else "ellipsis")
     for r in flips[:limit]:
         f = r.flip
         assert f is not None
-        table.add_row(r.prompt_id, r.label, f"{f.cost:.2f}", f"{f.transform} @ {f.strength}", f.verdict,
+        table.add_row(r.prompt_id, r.label, f"{f.cost:.2f}", f"{f.transform} ({f.strength})", f.verdict,
                       make_visible(f.text))
     return table
 

@@ -35,7 +35,7 @@ def test_tables_show_intervals_slices_and_visible_flips():
     flip = Flip("zero-width-space", "1", 0, 1.98, "safe", "k\u200bill")
     results = [SearchResult("u1", "unsafe", "t", "unsafe", 1.98, False, flip, 3)]
     text = render(flips_table(results))
-    assert "k<U+200B>ill" in text and "zero-width-space @ 1" in text
+    assert "k<U+200B>ill" in text and "zero-width-space (1)" in text
 
 
 def test_report_cli_on_an_exhaustive_run(tmp_path):
