@@ -36,7 +36,7 @@ from margin.search.run import (
 )
 from margin.search.strategies import STRATEGIES
 from margin.snapshot import SnapshotEntry
-from margin.types import GuardInfo, SearchResult
+from margin.types import Candidate, GuardInfo, Prompt, SearchResult
 
 #: run.json fields that must agree when several run folders are scored together.
 MUST_AGREE = ("dataset.sha256", "suite.sha256", "budget", "cost_norm", "seed", "limit", "guard")
@@ -204,9 +204,11 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
     return rescored
 
 
-def observe(prompt: Any, original: Any, candidates: Sequence[Any], source: ReplaySource) -> PromptObservations:
+def observe(prompt: Prompt, original: Candidate, candidates: Sequence[Candidate],
+            source: ReplaySource) -> PromptObservations:
     """Every rebuilt candidate of one prompt with its recorded verdict (None where none is)."""
-    variants = tuple(Variant(c.transform, c.strength, c.seed, c.cost, source.verdict(c)) for c in candidates)
+    variants = tuple(Variant(c.transform or "", c.strength or "", c.seed, c.cost, source.verdict(c))
+                     for c in candidates)
     return PromptObservations(prompt.id, prompt.label, prompt.type, source.verdict(original), variants)
 
 
