@@ -31,7 +31,8 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 @app.command()
 def run(
-    guard: Annotated[str, typer.Option(help="keyword | python:FILE.py:Class")],
+    guard: Annotated[str, typer.Option(help="a preset (margin guards list) | keyword | minilm | "
+                                            "python:FILE.py:Class | a guard file (.yaml)")],
     dataset: Annotated[str, typer.Option(help="sample | xstest | PATH (.csv, .jsonl, .parquet)")] = "sample",
     suite: Annotated[str, typer.Option(help="standard | quick | PATH to a suite YAML")] = "standard",
     budget: Annotated[float, typer.Option(help="largest tested cost B")] = 100.0,
@@ -41,13 +42,19 @@ def run(
     cost_norm: Annotated[str, typer.Option(help="corpus | prompt")] = "corpus",
     batch_size: Annotated[int, typer.Option(help="texts per guard call")] = 64,
     out: Annotated[Path | None, typer.Option(help="run folder (default runs/<guard>-<time>)")] = None,
+    backend: Annotated[str | None, typer.Option(help="transformers | vllm | openai (the preset's default)")] = None,
+    model: Annotated[str | None, typer.Option(help="checkpoint or served model name; REPO@COMMIT pins")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (--backend openai)")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="NAME of the env var holding the API key")] = None,
+    threshold: Annotated[float | None, typer.Option(help="unsafe when p_unsafe >= this (default 0.5)")] = None,
 ) -> None:
     """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
     from margin.search.run import RunConfig, default_out_dir, execute, prepare
 
     config = RunConfig(guard=guard, dataset=dataset, suite=suite, budget=budget, search=search,
                        seed=seed, limit=limit, cost_norm=cost_norm,  # type: ignore[arg-type]
-                       batch_size=batch_size)
+                       batch_size=batch_size, backend=backend, model=model, base_url=base_url,
+                       api_key_env=api_key_env, threshold=threshold)
     prepared = prepare(config)
     assert prepared.guard is not None
     out_dir = out or default_out_dir(prepared.guard.info.id)
@@ -139,16 +146,18 @@ def guards_list(as_json: Annotated[bool, typer.Option("--json", help="machine-re
     """Guards and presets, with family, backends and label semantics."""
     from margin.guards.spec import BUILTIN
 
-    rows: list[dict[str, Any]] = [{"name": g.name, "family": g.family, "description": g.description,
-             "backends": list(g.backends), "labels": g.labels} for g in BUILTIN.values()]
+    rows: list[dict[str, Any]] = [
+        {"name": g.name, "family": g.family, "description": g.description, "checkpoint": g.checkpoint,
+         "revision": g.revision, "default_backend": g.default_backend, "backends": list(g.backends),
+         "labels": g.labels} for g in BUILTIN.values()]
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
     table = Table()
-    for column in ("name", "family", "backends", "description"):
+    for column in ("name", "family", "checkpoint", "backends"):
         table.add_column(column)
     for r in rows:
-        table.add_row(r["name"], r["family"], ", ".join(r["backends"]), r["description"])
+        table.add_row(r["name"], r["family"], r["checkpoint"], ", ".join(r["backends"]))
     console.print(table)
 
 

@@ -17,7 +17,7 @@ from margin.cost import COST_NORMS, CostModel, CostNorm
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.base import Guard
-from margin.guards.spec import load_guard
+from margin.guards.spec import GuardSpec, build_guard, parse_guard_spec
 from margin.plots import CurveSeries, curves_figure, save
 from margin.records import ReceiptWriter, atomic_write_text, dumps, write_results
 from margin.search.candidates import build_candidates, original_candidate
@@ -42,6 +42,16 @@ class RunConfig:
     batch_size: int = 64
     max_attempts: int = 3
     retry_wait_s: float = 0.5
+    # --guard overrides (None: the preset's default)
+    backend: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    threshold: float | None = None
+
+    def guard_spec(self) -> GuardSpec:
+        return parse_guard_spec(self.guard, backend=self.backend, model=self.model, base_url=self.base_url,
+                                api_key_env=self.api_key_env, threshold=self.threshold)
 
 
 @dataclass
@@ -97,7 +107,7 @@ class RunOutcome:
 
 def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
     prepared = prepare_inputs(config)
-    prepared.guard = guard or load_guard(config.guard)
+    prepared.guard = guard or build_guard(config.guard_spec())
     return prepared
 
 
