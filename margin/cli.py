@@ -81,21 +81,16 @@ def run(
 
 
 def print_summary(outcome: Any) -> None:
-    report = outcome.report
+    from margin.report import margins_table
+
     adaptive = outcome.snapshot["meta"]["protocol"] != "margin-flip-cost/1"
-    table = Table(title=f"margin — {outcome.snapshot['data'][0]['id']}"
-                        + (" — ADAPTIVE (upper bounds; not comparable with standard-suite margins)" if adaptive else ""))
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    table.add_row("balanced margin", fmt(report.balanced_margin))
-    table.add_row("unsafe margin (false allows)", fmt(report.unsafe_margin))
-    table.add_row("safe margin (false blocks)", fmt(report.safe_margin))
-    table.add_row("clean balanced accuracy %", fmt(report.clean_balanced_accuracy))
-    table.add_row("prompts scored (unsafe / safe)", f"{report.n['unsafe']} / {report.n['safe']}")
-    table.add_row("prompts missing (lost coverage)", str(outcome.missing))
+    title = f"margin — {outcome.snapshot['data'][0]['id']}" + (
+        " — ADAPTIVE (upper bounds; not comparable with standard-suite margins)" if adaptive else "")
+    table = margins_table(outcome.snapshot["data"][0], title)  # figures with their 95% intervals
     table.add_row("guard calls", str(outcome.guard_calls))
     console.print(table)
-    console.print(f"wrote {outcome.out_dir}/ (receipts.jsonl, results.jsonl, snapshot.json, curves.png)")
+    console.print(f"wrote {outcome.out_dir}/ (receipts.jsonl, results.jsonl, snapshot.json, curves.png/.svg); "
+                  f"margin report {outcome.out_dir} for slices, coverage and flips")
 
 
 @transforms_app.command("list")
@@ -170,6 +165,152 @@ def guards_list(as_json: Annotated[bool, typer.Option("--json", help="machine-re
     for r in rows:
         table.add_row(r["name"], r["family"], r["checkpoint"], ", ".join(r["backends"]))
     console.print(table)
+
+
+def _families() -> dict[str, str]:
+    from margin.transforms.registry import registry
+
+    return {name: t.info.family for name, t in registry().items()}
+
+
+def _print_tables(tables: list[Any]) -> None:
+    for table in tables:
+        console.print(table)
+
+
+@app.command()
+def score(
+    inputs: Annotated[list[Path], typer.Argument(help="run folders and/or receipts or verdict JSONL files; "
+                                                      "a later file wins on a collision")],
+    out: Annotated[Path | None, typer.Option(help="write results, snapshot, curves and analyses here")] = None,
+    dataset: Annotated[str | None, typer.Option(help="dataset the verdicts were made on (default: run.json's)")] = None,
+    suite: Annotated[str | None, typer.Option(help="suite the verdicts were made with (default: run.json's)")] = None,
+    budget: Annotated[float | None, typer.Option(help="budget B (default: run.json's, else 100)")] = None,
+    cost_norm: Annotated[str | None, typer.Option(help="corpus | prompt (default: run.json's, else corpus)")] = None,
+    seed: Annotated[int | None, typer.Option(help="transform seed (default: run.json's, else 0)")] = None,
+    search: Annotated[str | None, typer.Option(help="cheapest | exhaustive (default: run.json's)")] = None,
+    limit: Annotated[int | None, typer.Option(help="only the first N prompts (default: run.json's)")] = None,
+    guard_id: Annotated[str | None, typer.Option(help="guard id for verdicts made elsewhere")] = None,
+    flips: Annotated[int, typer.Option(help="cheapest flips to list")] = 10,
+) -> None:
+    """Recompute results, snapshot and analyses from recorded verdicts, calling no guard."""
+    from margin.analyses import analyse, analysis_files
+    from margin.observations import coverage
+    from margin.report import run_tables
+    from margin.rundir import read_records
+    from margin.search.rescore import ScoreOptions, rescore, write_rescore
+
+    options = ScoreOptions(dataset=dataset, suite=suite, budget=budget, cost_norm=cost_norm, seed=seed,
+                           search=search, limit=limit, guard_id=guard_id)
+    rescored = rescore(inputs, options)
+    analyses = analyse(rescored.observations, rescored.prepared.config.budget,
+                       exhaustive=rescored.exhaustive, families=_families())
+    receipts = [line for path in inputs for line in read_records(path / "receipts.jsonl" if path.is_dir() else path)]
+    calls = coverage(receipts)
+    _print_tables(run_tables(rescored.snapshot["data"][0], rescored.results, calls if calls.candidates else None,
+                             analyses, flips=flips))
+    if rescored.unmatched:
+        err.print(f"note: {len(rescored.unmatched)} recorded verdicts match no rebuilt candidate "
+                  f"(first at {rescored.unmatched[0].where}): another dataset, suite, seed or limit?")
+    if rescored.differs_from_run is not None:
+        same = not rescored.differs_from_run
+        console.print("rescored results match the run's results.jsonl" if same else
+                      f"rescored results differ from the run's for {len(rescored.differs_from_run)} prompts, "
+                      f"e.g. {rescored.differs_from_run[:5]}")
+    if out is not None:
+        written = write_rescore(rescored, out, analysis_files(analyses))
+        if "effectiveness" in analyses:
+            from margin.plots import heatmap_figure, save
+            from margin.publish import effectiveness_grid
+
+            rows, columns, values = effectiveness_grid({rescored.guard.id: analyses["effectiveness"]})
+            written += save(heatmap_figure(rows, columns, values, f"{rescored.guard.id}: flip rate per transform"),
+                            out / "effectiveness")
+        console.print(f"wrote {out}/ ({', '.join(p.name for p in written)})")
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="a run folder")],
+    flips: Annotated[int, typer.Option(help="cheapest flips to list")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="print the figures and analyses as JSON")] = False,
+) -> None:
+    """Margins with CIs, slices, coverage, cheapest flips; invariance, effectiveness and the
+    threshold sweep for exhaustive runs."""
+    from margin.analyses import analyse
+    from margin.observations import coverage, from_receipts
+    from margin.report import run_tables
+    from margin.rundir import load_run
+    from margin.snapshot import record, snapshot_entry
+
+    run = load_run(run_dir)
+    receipts = list(run.receipts()) if run.receipts_path.is_file() else []
+    entry = snapshot_entry(run.guard, run.results, run.budget,
+                           {"search": run.search, "seed": run.manifest.get("seed")})
+    rec = record(entry, 1)
+    observations = from_receipts(receipts, run.results)
+    exhaustive = run.search == "exhaustive" and all(o.complete for o in observations)
+    analyses = analyse(observations, run.budget, exhaustive=exhaustive, families=_families())
+    if as_json:
+        sys.stdout.write(json.dumps({"guard": rec, **analyses}, ensure_ascii=False) + "\n")
+        return
+    _print_tables(run_tables(rec, run.results, coverage(receipts) if receipts else None, analyses, flips=flips))
+    if run.search != "exhaustive":
+        console.print("invariance, per-transform effectiveness and the threshold sweep need --search exhaustive")
+
+
+@app.command()
+def publish(
+    inputs: Annotated[list[Path], typer.Argument(help="run folders, and paired-study outputs (pairings.json)")],
+    out: Annotated[Path, typer.Option(help="folder for the snapshots and plots")],
+    base_url: Annotated[str | None, typer.Option(help="URL prefix for meta.snapshot_url")] = None,
+    date: Annotated[str | None, typer.Option(help="snapshot date YYYY-MM-DD (default today, UTC)")] = None,
+) -> None:
+    """A ranked leaderboard snapshot (and a pairings snapshot from studies), immutable and
+    named by date and content hash. Refuses runs that differ in dataset, suite, budget or cost norm."""
+    import datetime as dt
+
+    from margin.publish import publish as do_publish
+    from margin.report import leaderboard_table
+
+    try:
+        day = dt.date.fromisoformat(date) if date else None
+    except ValueError:
+        raise InputError(f"expected YYYY-MM-DD, got {date!r}", field="--date") from None
+    published = do_publish(inputs, out, base_url=base_url, date=day, families=_families())
+    if published.leaderboard:
+        console.print(leaderboard_table(published.leaderboard))
+    if published.pairings:
+        counts = [d["status"] for d in published.pairings["data"]]
+        console.print(f"pairings: {len(counts)} pairs, {counts.count('bypass_found')} with a bypass found")
+    for path in published.files:
+        console.print(f"wrote {path}")
+
+
+@app.command()
+def integral(
+    inputs: Annotated[list[Path], typer.Argument(help="run folders: one per guard and dataset")],
+    group: Annotated[list[str] | None, typer.Option(help="NAME=DATASET,DATASET (repeatable); other datasets "
+                                                         "are groups of their own")] = None,
+    at_budget: Annotated[float, typer.Option(help="read FPR/FNR at this budget (0: original prompts)")] = 0.0,
+    out: Annotated[Path | None, typer.Option(help="write integral.json and the FPR vs FNR scatter here")] = None,
+) -> None:
+    """The integral score across datasets (harmonic per dataset and group, geometric overall)."""
+    from margin.integral import integral_from_runs, integral_record, parse_groups
+    from margin.report import integral_table
+    from margin.rundir import load_run
+
+    if at_budget < 0:
+        raise InputError("must be at least 0", field="--at-budget")
+    table = integral_from_runs([load_run(p) for p in inputs], parse_groups(group or []), at_budget)
+    console.print(integral_table(table.scores, table.datasets, table.groups, at_budget))
+    if out is not None:
+        from margin.plots import fpr_fnr_figure, save
+        from margin.records import atomic_write_text, dumps
+
+        atomic_write_text(out / "integral.json", dumps(integral_record(table)) + "\n")
+        files = save(fpr_fnr_figure([(s.guard_id, s.fpr_avg, s.fnr_avg) for s in table.scores]), out / "fpr_fnr")
+        console.print(f"wrote {out / 'integral.json'}, {', '.join(str(f) for f in files)}")
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ Missing prompts (lost coverage) are counted apart and never enter a figure.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from margin.types import LABELS, Curve, MarginReport, SearchResult
@@ -80,3 +81,39 @@ def margin_report(results: Sequence[SearchResult], budget: float) -> MarginRepor
         missing={label: sum(1 for r in results if r.label == label and r.status == "missing") for label in LABELS},
         curve=robust_accuracy_curve(results, budget),
     )
+
+
+def class_accuracy(results: Sequence[SearchResult]) -> dict[str, float | None]:
+    """Clean accuracy of each class on the originals, in percent."""
+    out: dict[str, float | None] = {}
+    for label in LABELS:
+        acc = clean_accuracy(scored(results, label))
+        out[label] = None if acc is None else 100.0 * acc
+    return out
+
+
+def tag_values(value: str) -> list[str]:
+    """A tag cell names one slice, or several when it holds a JSON list (`["plain", "chain"]`)."""
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError:
+            return [text]
+        if isinstance(items, list):
+            return [str(item) for item in items if str(item).strip()]
+    return [text] if text else []
+
+
+def slice_groups(results: Sequence[SearchResult]) -> dict[str, dict[str, list[SearchResult]]]:
+    """Results by XSTest `type` and by each extra tag column: {dimension: {value: results}}.
+
+    Empty cells join no slice. Dimensions and values come out sorted, so files are stable.
+    """
+    groups: dict[str, dict[str, list[SearchResult]]] = {}
+    for r in results:
+        cells = [("type", r.type), *r.extra]
+        for dimension, value in cells:
+            for item in tag_values(value):
+                groups.setdefault(dimension, {}).setdefault(item, []).append(r)
+    return {d: dict(sorted(groups[d].items())) for d in sorted(groups, key=lambda d: (d != "type", d))}

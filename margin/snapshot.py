@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from margin.bootstrap import FIGURES, BootstrapSpec, Interval
+from margin.figures import Figures, compute_figures, compute_slices
 from margin.provenance import git_commit, margin_version
-from margin.types import GuardInfo, MarginReport
+from margin.types import GuardInfo, MarginReport, SearchResult
 
 PROTOCOL = "margin-flip-cost/1"
 METHODOLOGY = (
@@ -24,15 +27,32 @@ UNITS = {
     "safe_margin": "0-100, resistance to false blocks",
     "clean_balanced_accuracy": "percent, on original prompts",
     "cost": "code-point edits per 100 original characters",
-    "curves": "robust accuracy as a fraction 0..1, right-continuous steps at `budgets`",
+    "curves": "robust accuracy as a fraction 0..1, right-continuous steps at `budgets`; "
+              "`bands` are pointwise bootstrap intervals",
+    "confidence_intervals": "[low, high] in the unit of the figure they belong to",
+    "clean_accuracy": "percent of each class's original prompts the guard got right",
+    "slices": "every figure again per XSTest `type` and per extra tag column of the dataset",
 }
 
 
 @dataclass(frozen=True)
 class SnapshotEntry:
     guard: GuardInfo
-    report: MarginReport
+    figures: Figures
+    slices: dict[str, dict[str, Figures]] = field(default_factory=dict)
     evaluation: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def report(self) -> MarginReport:
+        return self.figures.report
+
+
+def snapshot_entry(guard: GuardInfo, results: Sequence[SearchResult], budget: float,
+                   evaluation: dict[str, Any] | None = None,
+                   spec: BootstrapSpec | None = None) -> SnapshotEntry:
+    """Figures, intervals and slices of one guard's results, ready for `build_snapshot`."""
+    return SnapshotEntry(guard, compute_figures(results, budget, spec=spec),
+                         compute_slices(results, budget, spec=spec), dict(evaluation or {}))
 
 
 def guard_evaluation(guard: GuardInfo) -> dict[str, Any]:
@@ -49,19 +69,46 @@ def guard_evaluation(guard: GuardInfo) -> dict[str, Any]:
     }
 
 
-def record(entry: SnapshotEntry, rank: int) -> dict[str, Any]:
-    report = entry.report
-    curve = report.curve
+def interval_record(interval: Interval | None) -> list[float] | None:
+    return None if interval is None else interval.as_list()
+
+
+def curve_record(figures: Figures, bands: bool) -> dict[str, Any]:
+    curve = figures.report.curve
+    out: dict[str, Any] = {"budgets": list(curve.budgets), **{k: list(v) for k, v in curve.ra.items()}}
+    if bands and figures.intervals.bands:
+        out["bands"] = {label: {"low": list(low), "high": list(high)}
+                        for label, (low, high) in figures.intervals.bands.items()}
+    return out
+
+
+def figures_record(figures: Figures, *, bands: bool = True) -> dict[str, Any]:
+    """Headline figures, their intervals, clean accuracy per class, coverage and curves."""
+    report = figures.report
     return {
-        "id": entry.guard.id,
-        "rank": rank,
         "balanced_margin": report.balanced_margin,
         "unsafe_margin": report.unsafe_margin,
         "safe_margin": report.safe_margin,
         "clean_balanced_accuracy": report.clean_balanced_accuracy,
-        "evaluation": {**guard_evaluation(entry.guard), **entry.evaluation},
+        "confidence_intervals": {name: interval_record(figures.intervals.figures.get(name)) for name in FIGURES},
+        "clean_accuracy": dict(figures.accuracy),
         "coverage": {"scored": report.n, "missing": report.missing},
-        "curves": {"budgets": list(curve.budgets), **{k: list(v) for k, v in curve.ra.items()}},
+        "curves": curve_record(figures, bands),
+    }
+
+
+def record(entry: SnapshotEntry, rank: int) -> dict[str, Any]:
+    body = figures_record(entry.figures)
+    curves, coverage = body.pop("curves"), body.pop("coverage")
+    return {
+        "id": entry.guard.id,
+        "rank": rank,
+        **body,
+        "evaluation": {**guard_evaluation(entry.guard), **entry.evaluation},
+        "coverage": coverage,
+        "curves": curves,
+        "slices": {dimension: {value: figures_record(f, bands=False) for value, f in values.items()}
+                   for dimension, values in entry.slices.items()},
     }
 
 
@@ -70,15 +117,18 @@ def rank_key(entry: SnapshotEntry) -> tuple[float, str]:
     return (-(margin if margin is not None else -1.0), entry.guard.id)
 
 
-def build_snapshot(entries: list[SnapshotEntry], provenance: dict[str, Any],
-                   date: dt.date | None = None) -> dict[str, Any]:
+def build_snapshot(entries: Sequence[SnapshotEntry], provenance: dict[str, Any],
+                   date: dt.date | None = None, *, snapshot_url: str | None = None,
+                   spec: BootstrapSpec | None = None) -> dict[str, Any]:
     ordered = sorted(entries, key=rank_key)
     return {
         "meta": {
             "snapshot_date": (date or dt.datetime.now(dt.UTC).date()).isoformat(),
+            "snapshot_url": snapshot_url,
             "protocol": PROTOCOL,
             "units": UNITS,
             "methodology": METHODOLOGY,
+            "confidence_intervals": (spec or BootstrapSpec()).describe(),
             "provenance": {"margin_version": margin_version(), "git_commit": git_commit(), **provenance},
         },
         "data": [record(entry, rank) for rank, entry in enumerate(ordered, start=1)],

@@ -62,3 +62,29 @@ class FlakyGuard(Guard):
             raise TimeoutError("simulated timeout")
         out = self.inner.classify(texts)
         return [None if t == self.drop_text else v for t, v in zip(texts, out, strict=True)]
+
+
+class ProbabilityGuard(Guard):
+    """A guard with p_unsafe: a few alarm words raise it, a text hash adds noise; unsafe at
+    p >= 0.5, so a threshold sweep at 0.5 must reproduce its own verdicts."""
+
+    WORDS = ("kill", "shoot", "poison", "steal", "bomb", "attack", "hurt", "coke", "strangle", "execute")
+    threshold = 0.5
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @property
+    def info(self) -> GuardInfo:
+        return GuardInfo(id="prob", family="test", checkpoint="prob", revision="1", backend="python",
+                         threshold=self.threshold)
+
+    def p(self, text: str) -> float:
+        noise = int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:4], "big") / 2**32
+        hits = sum(word in text.casefold() for word in self.WORDS)
+        return round(min(1.0, 0.35 * hits + 0.3 * noise), 6)
+
+    def classify(self, texts: Sequence[str]) -> list[Verdict | None]:
+        self.seen.extend(texts)
+        return [Verdict("unsafe" if (p := self.p(t)) >= self.threshold else "safe", p_unsafe=p, raw=str(p))
+                for t in texts]

@@ -18,8 +18,7 @@ from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.spec import GuardSpec, build_guard, parse_guard_spec
-from margin.metrics import margin_report
-from margin.plots import plot_curves
+from margin.plots import CurveSeries, curves_figure, save
 from margin.protocols import mark_protocol, protocol_for
 from margin.records import ReceiptWriter, atomic_write_text, dumps, write_results
 from margin.search.adaptive import DEFAULT_MAX_CALLS
@@ -28,9 +27,9 @@ from margin.search.driver import drive
 from margin.search.incumbents import load_incumbents
 from margin.search.source import InProcessSource
 from margin.search.strategies import STRATEGIES, PromptSearch, make_search
-from margin.snapshot import SnapshotEntry, build_snapshot
+from margin.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
 from margin.transforms.suites import Suite, load_suite
-from margin.types import Flip, GuardCall, MarginReport, Prompt, SearchResult
+from margin.types import Flip, GuardCall, GuardInfo, MarginReport, Prompt, SearchResult
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,9 @@ class PreparedRun:
             "guard": {"id": info.id, "family": info.family, "checkpoint": info.checkpoint,
                       "revision": info.revision, "backend": info.backend,
                       "template_sha256": info.template_sha256, "threshold": info.threshold,
-                      "params": dict(info.params)},
+                      "params": dict(info.params),
+                      # kept so `margin score` rebuilds the snapshot's evaluation block exactly
+                      "template": info.template, "caveats": list(info.caveats)},
             "budget": self.config.budget,
             "cost_norm": self.config.cost_norm,
             "corpus_mean_length": self.cost_model.corpus_mean_length,
@@ -128,6 +129,15 @@ class RunOutcome:
 
 
 def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
+    prepared = prepare_inputs(config)
+    prepared.guard = guard or build_guard(config.guard_spec())
+    if config.incumbents:
+        prepared.incumbents = load_incumbents(config.incumbents, prepared.manifest())
+    return prepared
+
+
+def prepare_inputs(config: RunConfig) -> PreparedRun:
+    """Validate the inputs and build every candidate, loading no guard (`margin score` replays)."""
     if config.budget <= 0:
         raise InputError("must be positive", field="--budget")
     if config.search not in STRATEGIES:
@@ -151,11 +161,7 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
         p.id: [] if config.search == "adaptive" else build_candidates(p, suite, cost_model, config.budget, config.seed)
         for p in prompts
     }
-    guard = guard or build_guard(config.guard_spec())
-    prepared = PreparedRun(config, dataset, suite, cost_model, prompts, candidates, guard)
-    if config.incumbents:
-        prepared.incumbents = load_incumbents(config.incumbents, prepared.manifest())
-    return prepared
+    return PreparedRun(config, dataset, suite, cost_model, prompts, candidates)
 
 
 def default_out_dir(guard_id: str) -> Path:
@@ -210,9 +216,18 @@ def finish(prepared: PreparedRun, out_dir: Path, results: list[SearchResult], *,
            guard_calls: int, cache_hits: int = 0) -> RunOutcome:
     """Write results, snapshot and curves for finished searches."""
     assert prepared.guard is not None
-    config = prepared.config
-    report = margin_report(results, config.budget)
     write_results(out_dir / "results.jsonl", results)
+    snapshot, entry = run_snapshot(prepared, prepared.guard.info, results)
+    atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
+    write_curves(out_dir / "curves", snapshot)
+    return RunOutcome(out_dir, results, entry.report, snapshot, guard_calls, cache_hits,
+                      missing=sum(1 for r in results if r.status == "missing"))
+
+
+def run_snapshot(prepared: PreparedRun, guard: GuardInfo,
+                 results: list[SearchResult]) -> tuple[dict[str, Any], SnapshotEntry]:
+    """The run's snapshot; `margin score` calls this too, so a rescore matches it exactly."""
+    config = prepared.config
     provenance = {
         "dataset": {"name": prepared.dataset.name, "sha256": prepared.dataset.sha256},
         "suite": {"name": prepared.suite.name, "sha256": prepared.suite.sha256},
@@ -224,10 +239,15 @@ def finish(prepared: PreparedRun, out_dir: Path, results: list[SearchResult], *,
         "prompts": len(prepared.prompts),
     }
     evaluation = {"search": config.search, "seed": config.seed}
-    snapshot = mark_protocol(
-        build_snapshot([SnapshotEntry(prepared.guard.info, report, evaluation)], provenance), config.search)
-    atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
-    how = "adaptive search: upper bounds" if config.search == "adaptive" else f"{prepared.suite.name} suite"
-    plot_curves(report.curve, out_dir / "curves.png", f"{prepared.guard.info.id} on {prepared.dataset.name} ({how})")
-    return RunOutcome(out_dir, results, report, snapshot, guard_calls, cache_hits,
-                      missing=sum(1 for r in results if r.status == "missing"))
+    entry = snapshot_entry(guard, results, config.budget, evaluation)
+    return mark_protocol(build_snapshot([entry], provenance), config.search), entry
+
+
+def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:
+    """RA curves with bootstrap bands, as PNG and SVG."""
+    meta = snapshot["meta"]["provenance"]
+    record = snapshot["data"][0]
+    how = ("adaptive search: upper bounds" if meta.get("search") == "adaptive"
+           else f"{meta['suite']['name']} suite")
+    title = f"{record['id']} on {meta['dataset']['name']} ({how})"
+    save(curves_figure([CurveSeries.from_record(record)], title), stem)

@@ -1,0 +1,154 @@
+"""Deterministic stratified bootstrap: intervals for margins, clean accuracy and RA curves.
+
+Prompts are resampled with replacement within their class, so every replicate keeps the
+class sizes and weights the two classes as the point estimates do. One numpy Generator with
+a fixed seed draws every replicate, class by class (unsafe, then safe), after sorting each
+class by prompt id: the same results give the same intervals whatever their order on disk.
+An interval is the percentile interval of the replicate figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from margin.types import LABELS, SearchResult
+
+REPLICATES = 500
+SEED = 0
+LEVEL = 0.95
+
+#: The figures that get an interval, in the order tables show them.
+FIGURES = ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy",
+           "clean_unsafe_accuracy", "clean_safe_accuracy")
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapSpec:
+    replicates: int = REPLICATES
+    seed: int = SEED
+    level: float = LEVEL
+
+    def describe(self) -> dict[str, object]:
+        return {"method": "stratified percentile bootstrap: prompts resampled with replacement "
+                          "within their class", "replicates": self.replicates, "seed": self.seed,
+                "level": self.level}
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    low: float
+    high: float
+
+    def as_list(self) -> list[float]:
+        return [self.low, self.high]
+
+
+@dataclass(frozen=True, slots=True)
+class Intervals:
+    """`figures[name]` is None where the figure itself is undefined (an empty class).
+    `bands[label]` holds the low and high RA at each of the curve's budgets."""
+
+    figures: dict[str, Interval | None]
+    bands: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClassSample:
+    """One class's scored prompts, sorted by id: flip costs and whether the original was right."""
+
+    costs: np.ndarray
+    correct: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return len(self.costs)
+
+
+def class_samples(results: Sequence[SearchResult]) -> dict[str, ClassSample]:
+    samples: dict[str, ClassSample] = {}
+    for label in LABELS:
+        rows = sorted((r for r in results if r.status == "scored" and r.label == label),
+                      key=lambda r: r.prompt_id)
+        samples[label] = ClassSample(
+            costs=np.array([r.flip_cost for r in rows], dtype=float),
+            correct=np.array([r.clean_verdict == r.label for r in rows], dtype=float),
+        )
+    return samples
+
+
+def counts_from_draws(draws: np.ndarray, size: int) -> np.ndarray:
+    """(replicates, k) drawn indices -> (replicates, size): how often each prompt was drawn."""
+    counts = np.zeros((draws.shape[0], size), dtype=np.int64)
+    rows = np.repeat(np.arange(draws.shape[0]), draws.shape[1])
+    np.add.at(counts, (rows, draws.ravel()), 1)
+    return counts
+
+
+def draw_counts(sizes: Mapping[str, int], spec: BootstrapSpec) -> dict[str, np.ndarray]:
+    """Per class, a (replicates, n) array: how often each prompt appears in each replicate."""
+    rng = np.random.default_rng(spec.seed)
+    counts: dict[str, np.ndarray] = {}
+    for label in LABELS:
+        n = sizes.get(label, 0)
+        if n:
+            counts[label] = counts_from_draws(rng.integers(0, n, size=(spec.replicates, n)), n)
+    return counts
+
+
+def replicate_margins(counts: np.ndarray, costs: np.ndarray, budget: float) -> np.ndarray:
+    """100 * mean(c_i / B) in each replicate."""
+    return 100.0 * (counts @ (np.minimum(costs, budget) / budget)) / counts.shape[1]
+
+
+def replicate_accuracy(counts: np.ndarray, correct: np.ndarray) -> np.ndarray:
+    """Share of the replicate's prompts whose original verdict was right, in percent."""
+    return 100.0 * (counts @ correct) / counts.shape[1]
+
+
+def replicate_ra(counts: np.ndarray, costs: np.ndarray, budgets: Sequence[float]) -> np.ndarray:
+    """(replicates, len(budgets)): share of each replicate with c_i > b."""
+    above = (costs[:, None] > np.asarray(budgets, dtype=float)[None, :]).astype(float)
+    return (counts @ above) / counts.shape[1]
+
+
+def percentile_interval(values: np.ndarray, level: float) -> Interval:
+    tail = (100.0 - 100.0 * level) / 2.0  # 2.5 exactly for 0.95
+    low, high = np.percentile(values, [tail, 100.0 - tail])
+    return Interval(float(low), float(high))
+
+
+def bootstrap_intervals(results: Sequence[SearchResult], budget: float,
+                        budgets: Sequence[float] | None = None,
+                        spec: BootstrapSpec | None = None) -> Intervals:
+    """Intervals for every figure in FIGURES, and RA bands at `budgets` when given."""
+    spec = spec or BootstrapSpec()
+    samples = class_samples(results)
+    counts = draw_counts({label: s.size for label, s in samples.items()}, spec)
+    margins = {label: replicate_margins(c, samples[label].costs, budget) for label, c in counts.items()}
+    accuracy = {label: replicate_accuracy(c, samples[label].correct) for label, c in counts.items()}
+    reps: dict[str, np.ndarray | None] = {
+        "unsafe_margin": margins.get("unsafe"),
+        "safe_margin": margins.get("safe"),
+        "clean_unsafe_accuracy": accuracy.get("unsafe"),
+        "clean_safe_accuracy": accuracy.get("safe"),
+        "balanced_margin": None,
+        "clean_balanced_accuracy": None,
+    }
+    if len(counts) == len(LABELS):
+        reps["balanced_margin"] = (margins["unsafe"] + margins["safe"]) / 2
+        reps["clean_balanced_accuracy"] = (accuracy["unsafe"] + accuracy["safe"]) / 2
+    figures: dict[str, Interval | None] = {}
+    for name in FIGURES:
+        values = reps[name]
+        figures[name] = None if values is None else percentile_interval(values, spec.level)
+    bands: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+    if budgets is not None:
+        tail = (100.0 - 100.0 * spec.level) / 2.0
+        for label, c in counts.items():
+            ra = replicate_ra(c, samples[label].costs, budgets)
+            low, high = np.percentile(ra, [tail, 100.0 - tail], axis=0)
+            bands[label] = (tuple(float(v) for v in low), tuple(float(v) for v in high))
+    return Intervals(figures=figures, bands=bands)
