@@ -191,6 +191,11 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
     results = drive(searches, source, batch_size=max(total, 1), on_call=lambda _: None)
     # A result's guard_calls is what the run asked the guard about for that prompt, as recorded.
     keys_by_prompt = {s.prompt.id: [candidate_key(c) for c in (s.original, *s.candidates)] for s in searches}
+    if prepared.config.search == "adaptive":
+        # Adaptive searches make their candidates as they go: what they asked for is their set.
+        for key in sorted(source.asked, key=repr):
+            if key[1] is not None:
+                keys_by_prompt.setdefault(key[0], []).append(key)
     results = [replace(r, guard_calls=sum(k in recorded.by_key for k in keys_by_prompt[r.prompt_id]))
                for r in results]
     observations = [observe(s.prompt, s.original, s.candidates, source) for s in searches]
