@@ -1,0 +1,21 @@
+"""Emoji inside words (the Emoji Attack): a token split by a picture a reader skips over."""
+
+from __future__ import annotations
+
+import random
+
+from margin.transforms.base import Insertion
+
+# Friendly, common emoji, each one code point (no joiners or selectors).
+EMOJI = ("\U0001f60a", "\U0001f642", "\U0001f44d", "\u2728", "\U0001f525")
+
+
+class EmojiInWord(Insertion):
+    name = "emoji-in-word"
+    family = "emoji"
+    visible = True
+    nfkc_stable = True
+    assumption = "Readers skip an emoji inside a word and still read the word."
+
+    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+        return rng.choice(EMOJI)
