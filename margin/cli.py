@@ -41,13 +41,15 @@ def run(
     cost_norm: Annotated[str, typer.Option(help="corpus | prompt")] = "corpus",
     batch_size: Annotated[int, typer.Option(help="texts per guard call")] = 64,
     out: Annotated[Path | None, typer.Option(help="run folder (default runs/<guard>-<time>)")] = None,
+    normalize: Annotated[str | None, typer.Option(
+        help="normalise every text before the guard: nfkc | strip-format | nfkc+strip-format")] = None,
 ) -> None:
     """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
     from margin.search.run import RunConfig, default_out_dir, execute, prepare
 
     config = RunConfig(guard=guard, dataset=dataset, suite=suite, budget=budget, search=search,
                        seed=seed, limit=limit, cost_norm=cost_norm,  # type: ignore[arg-type]
-                       batch_size=batch_size)
+                       batch_size=batch_size, normalize=normalize)
     prepared = prepare(config)
     assert prepared.guard is not None
     out_dir = out or default_out_dir(prepared.guard.info.id)

@@ -17,6 +17,7 @@ from margin.cost import COST_NORMS, CostModel, CostNorm
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.base import Guard
+from margin.guards.normalize import NORMALIZATIONS, NormalizingGuard
 from margin.guards.spec import load_guard
 from margin.metrics import margin_report
 from margin.plots import plot_curves
@@ -26,6 +27,7 @@ from margin.search.driver import drive
 from margin.search.source import InProcessSource
 from margin.search.strategies import STRATEGIES, PromptSearch, make_search
 from margin.snapshot import SnapshotEntry, build_snapshot
+from margin.suggest import did_you_mean
 from margin.transforms.suites import Suite, load_suite
 from margin.types import GuardCall, MarginReport, Prompt, SearchResult
 
@@ -43,6 +45,7 @@ class RunConfig:
     batch_size: int = 64
     max_attempts: int = 3
     retry_wait_s: float = 0.5
+    normalize: str | None = None  # nfkc | strip-format | nfkc+strip-format, before the guard
 
 
 @dataclass
@@ -105,6 +108,10 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
                          field="--cost-norm")
     if config.limit is not None and config.limit < 1:
         raise InputError("must be at least 1", field="--limit")
+    if config.normalize is not None and config.normalize not in NORMALIZATIONS:
+        raise InputError(f"unknown normalisation {config.normalize!r}; expected one of "
+                         f"{', '.join(NORMALIZATIONS)}{did_you_mean(config.normalize, NORMALIZATIONS)}",
+                         field="--normalize")
     dataset = load_dataset(config.dataset)
     suite = load_suite(config.suite)
     # The corpus norm uses every prompt of the dataset, so --limit and shards keep the same units.
@@ -114,6 +121,8 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
         p.id: build_candidates(p, suite, cost_model, config.budget, config.seed) for p in prompts
     }
     guard = guard or load_guard(config.guard)
+    if config.normalize is not None:
+        guard = NormalizingGuard(guard, config.normalize)
     return PreparedRun(config, dataset, suite, cost_model, prompts, candidates, guard)
 
 
@@ -182,7 +191,7 @@ def finish(prepared: PreparedRun, out_dir: Path, results: list[SearchResult], *,
         "search": config.search,
         "prompts": len(prepared.prompts),
     }
-    evaluation = {"search": config.search, "seed": config.seed}
+    evaluation = {"search": config.search, "seed": config.seed, "normalize": config.normalize or "none"}
     snapshot = build_snapshot([SnapshotEntry(prepared.guard.info, report, evaluation)], provenance)
     atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
     plot_curves(report.curve, out_dir / "curves.png",
