@@ -26,15 +26,16 @@ position whose edit would lower the distance reached so far.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
-import random
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from margin.cost import edit_distance
+from margin.transforms.draws import Draws, shuffled
 from margin.types import TransformInfo, TransformKind
 
 WORD = re.compile(r"\w+")
@@ -47,9 +48,9 @@ def word_spans(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in WORD.finditer(text)]
 
 
-def position_rng(seed: int, position: int) -> random.Random:
-    # String seeds are hashed with SHA-512 by `random`, so this is stable across runs and hosts.
-    return random.Random(f"margin:{seed}:{position}")
+def position_draws(seed: int, position: int) -> Draws:
+    """The draws for an edit at `position`: the same whatever the strength."""
+    return Draws(seed, position)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +64,13 @@ class Strength:
 
     @classmethod
     def parse(cls, strength: str) -> Strength:
+        return _parse_strength(strength)
+
+    @classmethod
+    def _parse(cls, strength: str) -> Strength:
         s = strength.strip()
         if s.startswith(SALIENT):
-            inner = cls.parse(s[len(SALIENT):])
+            inner = cls._parse(s[len(SALIENT):])
             if inner.word is None and not inner.salient:
                 return replace(inner, salient=True)
         elif s.startswith("@") and s[1:].isdigit():
@@ -80,6 +85,11 @@ class Strength:
         elif s.isdigit() and int(s) > 0:
             return cls(count=int(s))
         raise ValueError(f"unknown strength {strength!r}: use k, p% (0<p<=100), salient:k, salient:p% or @i")
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_strength(strength: str) -> Strength:
+    return Strength._parse(strength)
 
 
 class Transform(ABC):
@@ -137,7 +147,7 @@ class EditTransform(Transform):
         """Sorted positions (code-point offsets) where one edit can be made."""
 
     @abstractmethod
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         """What replaces `text[span]` for an edit at `position` (text is the original)."""
 
     def span(self, text: str, position: int) -> tuple[int, int]:
@@ -183,10 +193,13 @@ class EditTransform(Transform):
         """The text with an edit at each of `positions` (non-overlapping)."""
         pieces: list[str] = []
         last = 0
+        made = _replacements(self, text, seed)
         for position in sorted(positions):  # spans start at their position, never overlap
             lo, hi = self.span(text, position)
             pieces.append(text[last:lo])
-            pieces.append(_replacement(self, text, seed, position))
+            if position not in made:
+                made[position] = self.replacement(text, position, position_draws(seed, position))
+            pieces.append(made[position])
             last = hi
         pieces.append(text[last:])
         return "".join(pieces)
@@ -199,14 +212,17 @@ class EditTransform(Transform):
 
         Whether a position is kept depends only on those before it, so prefixes stay nested.
         """
+        spans = [self.span(text, p) for p in order]
+        if all(hi - lo <= 1 for lo, hi in spans):
+            return order  # one code point or none each, at distinct positions: no overlap
         taken: set[int] = set()
         kept: list[int] = []
         for p in order:
             lo, hi = self.span(text, p)
-            touched = set(range(lo, max(hi, lo + 1)))
-            if touched & taken:
+            touched = range(lo, max(hi, lo + 1))
+            if any(i in taken for i in touched):
                 continue
-            taken |= touched
+            taken.update(touched)
             kept.append(p)
         return kept
 
@@ -235,7 +251,7 @@ def _order(transform: EditTransform, text: str, seed: int, salient: bool) -> tup
 @functools.lru_cache(maxsize=4096)
 def _word_pick(seed: int, n: int) -> int:
     """Which of a word's n eligible positions an ``@i`` strength edits."""
-    return random.Random(f"margin:{seed}:word").randrange(n)
+    return Draws(seed, "word").randrange(n)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -251,21 +267,25 @@ def _eligible(transform: EditTransform, text: str) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=4096)
 def _positions_per_word(transform: EditTransform, text: str) -> tuple[tuple[int, ...], ...]:
     """For each word of `text`, the eligible positions whose edit lands inside it."""
-    eligible = _eligible(transform, text)
-    return tuple(
-        tuple(p for p in eligible if transform.in_word(text, p, start, end)) for start, end in word_spans(text)
-    )
+    spans = word_spans(text)
+    starts = [start for start, _ in spans]
+    per_word: list[list[int]] = [[] for _ in spans]
+    for p in _eligible(transform, text):
+        # Only the word starting last at or before the edit can hold it.
+        i = bisect.bisect_right(starts, transform.span(text, p)[0]) - 1
+        if i >= 0 and transform.in_word(text, p, *spans[i]):
+            per_word[i].append(p)
+    return tuple(tuple(ps) for ps in per_word)
 
 
-@functools.lru_cache(maxsize=65536)
-def _replacement(transform: EditTransform, text: str, seed: int, position: int) -> str:
-    return transform.replacement(text, position, position_rng(seed, position))
+@functools.lru_cache(maxsize=4096)
+def _replacements(transform: EditTransform, text: str, seed: int) -> dict[int, str]:
+    """The replacements made so far for (transform, text, seed), by position."""
+    return {}
 
 
 def seeded_order(positions: Sequence[int], seed: int) -> list[int]:
-    order = list(positions)
-    random.Random(f"margin:{seed}:order").shuffle(order)
-    return order
+    return shuffled(positions, seed, "order")
 
 
 def is_fresh(option: str, present: frozenset[str] | set[str]) -> bool:
@@ -291,7 +311,7 @@ class Substitution(EditTransform):
         usable = {ch for ch in present if any(is_fresh(o, present) for o in self.options(ch))}
         return [i for i, ch in enumerate(text) if ch in usable]
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return rng.choice(fresh(self.options(text[position]), text))
 
 

@@ -9,9 +9,8 @@
 
 from __future__ import annotations
 
-import random
-
 from margin.transforms.base import EditTransform, WrapperTransform, word_spans
+from margin.transforms.draws import Draws
 from margin.transforms.encodings import reverse
 
 LRO, RLO, PDF = "\u202d", "\u202e", "\u202c"
@@ -32,7 +31,7 @@ class BidiReorder(EditTransform):
     def span(self, text: str, position: int) -> tuple[int, int]:
         return position, position + 2
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return RLO + text[position + 1] + text[position] + PDF
 
 

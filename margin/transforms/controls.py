@@ -5,10 +5,10 @@ sees both code points."""
 
 from __future__ import annotations
 
-import random
 import string
 
 from margin.transforms.base import Insertion
+from margin.transforms.draws import Draws
 
 BACKSPACE = "\b"
 
@@ -20,5 +20,5 @@ class DeletionControl(Insertion):
     nfkc_stable = True
     assumption = "Where backspace is honoured the stray letter is erased; elsewhere it reads as a typo."
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return rng.choice(string.ascii_lowercase) + BACKSPACE

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import random
-
 from margin.transforms.base import Insertion
+from margin.transforms.draws import Draws
 
 # Friendly, common emoji, each one code point (no joiners or selectors).
 EMOJI = ("\U0001f60a", "\U0001f642", "\U0001f44d", "\u2728", "\U0001f525")
@@ -17,5 +16,5 @@ class EmojiInWord(Insertion):
     nfkc_stable = True
     assumption = "Readers skip an emoji inside a word and still read the word."
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return rng.choice(EMOJI)

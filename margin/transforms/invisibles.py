@@ -4,9 +4,8 @@ the word for a tokenizer or a blocklist."""
 
 from __future__ import annotations
 
-import random
-
 from margin.transforms.base import Insertion
+from margin.transforms.draws import Draws
 
 
 class InvisibleInsertion(Insertion):
@@ -16,7 +15,7 @@ class InvisibleInsertion(Insertion):
     visible = False
     nfkc_stable = True
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return self.char
 
 

@@ -8,10 +8,10 @@ drops it.
 from __future__ import annotations
 
 import functools
-import random
 import unicodedata
 
 from margin.transforms.base import Insertion
+from margin.transforms.draws import Draws
 
 # Accents a reader of Latin script knows: grave, acute, circumflex, tilde, diaeresis,
 # ring above, caron, cedilla.
@@ -45,7 +45,7 @@ class Diacritic(MarkInsertion):
     family = "diacritic"
     assumption = "An accent on a letter is read past; the word is still recognised."
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return rng.choice(DIACRITICS)
 
 
@@ -54,7 +54,7 @@ class CombiningUnderline(MarkInsertion):
     family = "diacritic"
     assumption = "A combining low line underlines the letter without changing it."
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return UNDERLINE
 
 
@@ -63,5 +63,5 @@ class Zalgo(MarkInsertion):
     family = "zalgo"
     assumption = "Stacked marks clutter a letter, but the letters underneath still spell the word."
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return "".join(rng.choice(combining_block()) for _ in range(ZALGO_HEIGHT))

@@ -8,11 +8,11 @@ deletions are plain, so every transform here but the neighbour swap is additive 
 from __future__ import annotations
 
 import functools
-import random
 import string
 from collections.abc import Sequence
 
 from margin.transforms.base import EditTransform, Insertion, Substitution, word_spans
+from margin.transforms.draws import Draws
 
 LEET = {"a": "4", "e": "3", "i": "1", "o": "0", "s": "5", "t": "7", "b": "8", "g": "9"}
 SEPARATORS = ("-", ".", "_", "*")
@@ -51,7 +51,7 @@ class NeighbourSwap(EditTransform):
     def span(self, text: str, position: int) -> tuple[int, int]:
         return position, position + 2
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return text[position + 1] + text[position]
 
 
@@ -67,7 +67,7 @@ class CharDeletion(EditTransform):
     def eligible(self, text: str) -> list[int]:
         return [p for start, end in word_spans(text) for p in range(start + 1, end - 1)]
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return ""
 
 
@@ -78,7 +78,7 @@ class CharInsertion(Insertion):
     nfkc_stable = True
     assumption = "A word with one stray letter is still recognised."
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return rng.choice(string.ascii_lowercase)
 
 
@@ -128,7 +128,7 @@ class SpaceInWord(Insertion):
     nfkc_stable = True
     assumption = "A word broken by one space is still read as the word."
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return " "
 
 
@@ -139,7 +139,7 @@ class SeparatorInWord(Insertion):
     nfkc_stable = True
     assumption = "A word broken by a hyphen, dot, underscore or asterisk is still read as the word."
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return rng.choice(SEPARATORS)
 
 
@@ -158,7 +158,7 @@ class TokenBreakPrefix(Insertion):
     def in_word(self, text: str, position: int, start: int, end: int) -> bool:
         return position == start
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         return rng.choice(string.ascii_lowercase)
 
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import bisect
 import functools
-import random
 from collections.abc import Callable, Sequence
 from importlib import resources
 
 from margin.transforms.base import seeded_order, word_spans
+from margin.transforms.draws import shuffled
 
 
 @functools.cache
@@ -45,11 +45,16 @@ def salience_key(word: str, index: int) -> tuple[bool, int, float, int]:
     return (folded in function_words(), -len(word), zipf(folded), index)
 
 
-def ranked_words(text: str) -> list[int]:
-    """Indices of `word_spans(text)`, most salient first."""
+@functools.lru_cache(maxsize=1024)
+def _ranked(text: str) -> tuple[int, ...]:
     spans = word_spans(text)
     keys = [salience_key(text[start:end], i) for i, (start, end) in enumerate(spans)]
-    return [key[-1] for key in sorted(keys)]
+    return tuple(key[-1] for key in sorted(keys))
+
+
+def ranked_words(text: str) -> list[int]:
+    """Indices of `word_spans(text)`, most salient first."""
+    return list(_ranked(text))
 
 
 def salient_order(
@@ -70,9 +75,7 @@ def salient_order(
     queues = []
     for index in ranked_words(text):
         if index in by_word:
-            inside = by_word[index]
-            random.Random(f"margin:{seed}:salient:{index}").shuffle(inside)
-            queues.append(inside)
+            queues.append(shuffled(by_word[index], seed, "salient", index))
     order: list[int] = []
     for round_ in range(max((len(q) for q in queues), default=0)):
         order.extend(q[round_] for q in queues if round_ < len(q))

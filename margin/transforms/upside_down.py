@@ -9,11 +9,11 @@ themselves (o, s, x, z) map to those. Letters with neither (c, j) keep their sha
 from __future__ import annotations
 
 import functools
-import random
 import string
 import unicodedata
 
 from margin.transforms.base import WORD, EditTransform, word_spans
+from margin.transforms.draws import Draws
 
 ROTATIONS = {"b": "q", "q": "b", "d": "p", "p": "d", "n": "u", "u": "n"}
 
@@ -58,6 +58,6 @@ class UpsideDown(EditTransform):
         assert match is not None, "positions are word starts"
         return position, match.end()
 
-    def replacement(self, text: str, position: int, rng: random.Random) -> str:
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
         start, end = self.span(text, position)
         return flip(text[start:end])
