@@ -101,7 +101,8 @@ def transforms_list(as_json: Annotated[bool, typer.Option("--json", help="machin
             for i in infos
         ]))
         return
-    table = Table()
+    table = Table(caption="edits also take salient:k, salient:p% (salient order) and @i (one edit in word i); "
+                          "docs/transforms.md has costs and assumptions")
     for column in ("name", "family", "kind", "strengths", "nfkc_stable", "visible"):
         table.add_column(column)
     for i in infos:
