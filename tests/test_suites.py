@@ -40,6 +40,8 @@ def test_one_edit_candidates_reach_every_word():
     ("transforms:\n  - transform: zero-width-space\n    strengths: [salient:3x]\n", "salient:3", "transforms[0].strengths"),
     ("transforms:\n  - transform: leetspeak\n    strengths: ['@x']\n", "@*", "transforms[0].strengths"),
     ("transforms:\n  - transform: bidi-wrap\n    strengths: [lr0]\n", "lro", "transforms[0].strengths"),
+    ("transforms:\n  - transform: bidi-wrap\n    strengths: ['@*']\n", "lro", "transforms[0].strengths"),
+    ("transforms:\n  - transform: leetspeak\n    strengths: '25%'\n", "non-empty list", "transforms[0].strengths"),
 ])
 def test_suite_refuses_unknown_names_with_closest(yaml_text, hint, field):
     with pytest.raises(InputError) as info:

@@ -75,7 +75,10 @@ def parse_suite(data: bytes, source: str) -> Suite:
                 f"unknown transform {name!r}{did_you_mean(name, registry())}", path=source, field=where
             )
         transform = get_transform(name)
-        strengths = tuple(str(s) for s in item.get("strengths", transform.strengths))
+        listed = item.get("strengths", list(transform.strengths))
+        if not isinstance(listed, list) or not listed:
+            raise InputError("`strengths` must be a non-empty list", path=source, field=f"{where}.strengths")
+        strengths = tuple(str(s) for s in listed)
         for strength in strengths:
             if strength == EACH_WORD and transform.kind == "edit":
                 continue
