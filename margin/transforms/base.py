@@ -20,7 +20,7 @@ construction: its edits only insert characters, only delete them, or substitute
 characters absent from the original text, and then the Levenshtein distance of k edits
 is exactly the sum of their own distances (each inserted or fresh character needs its
 own operation in any alignment, and k such operations suffice). Swaps and reversals are
-not additive (``ab ab`` -> ``ba ba`` costs 2, not 4), so for those the order skips any
+not additive (two swaps take ``abab`` to ``baba``, distance 2, not 4), so for those the order skips any
 position whose edit would lower the distance reached so far.
 """
 
@@ -151,7 +151,8 @@ class EditTransform(Transform):
         """What replaces `text[span]` for an edit at `position` (text is the original)."""
 
     def span(self, text: str, position: int) -> tuple[int, int]:
-        """The code points an edit at `position` replaces; (p, p) for an insertion."""
+        """The code points [position, hi) an edit at `position` replaces: every span starts
+        at its position; (p, p) is an insertion."""
         return position, position + 1
 
     def in_word(self, text: str, position: int, start: int, end: int) -> bool:
