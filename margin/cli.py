@@ -49,6 +49,8 @@ def run(
     threshold: Annotated[float | None, typer.Option(help="unsafe when p_unsafe >= this (default 0.5)")] = None,
     max_calls: Annotated[int | None, typer.Option(help="adaptive: guard calls per prompt (default 100)")] = None,
     incumbents: Annotated[str | None, typer.Option(help="adaptive: a standard run folder whose flips seed it")] = None,
+    normalize: Annotated[str | None, typer.Option(
+        help="normalise every text before the guard: nfkc | strip-format | nfkc+strip-format")] = None,
 ) -> None:
     """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
     from margin.search.run import RunConfig, default_out_dir, execute, prepare
@@ -57,7 +59,7 @@ def run(
                        seed=seed, limit=limit, cost_norm=cost_norm,  # type: ignore[arg-type]
                        batch_size=batch_size, backend=backend, model=model, base_url=base_url,
                        api_key_env=api_key_env, threshold=threshold, max_calls=max_calls,
-                       incumbents=incumbents)
+                       incumbents=incumbents, normalize=normalize)
     prepared = prepare(config)
     assert prepared.guard is not None
     out_dir = out or default_out_dir(prepared.guard.info.id)
@@ -106,7 +108,8 @@ def transforms_list(as_json: Annotated[bool, typer.Option("--json", help="machin
             for i in infos
         ]))
         return
-    table = Table()
+    table = Table(caption="edits also take salient:k, salient:p% (salient order) and @i (one edit in word i); "
+                          "docs/transforms.md has costs and assumptions")
     for column in ("name", "family", "kind", "strengths", "nfkc_stable", "visible"):
         table.add_column(column)
     for i in infos:

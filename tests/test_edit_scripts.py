@@ -36,7 +36,7 @@ def scripts(draw):
             start = draw(st.integers(0, len(text)))
             end = draw(st.integers(start, len(text)))
             op = Op.replace(start, end, draw(st.text(max_size=6)))
-        if not conflicts([*ops, op]):
+        if not conflicts([*ops, op], text):
             ops.append(op)
     return text, ops
 

@@ -39,6 +39,9 @@ class KeywordGuard(Guard):
         self.stems = tuple(sorted({s.casefold() for s in (stems or default_lexicon())}))
         if not self.stems:
             raise ValueError("a keyword guard needs at least one stem")
+        # A word that no stem prefixes and no exact entry equals needs no closer look.
+        self._prefixes = tuple(s for s in self.stems if not s.endswith("$"))
+        self._exact = frozenset(s[:-1] for s in self.stems if s.endswith("$"))
         self._info = GuardInfo(
             id="keyword",
             family="keyword",
@@ -64,6 +67,8 @@ class KeywordGuard(Guard):
         found = []
         for word in WORD.finditer(text):
             folded = word.group().casefold()
+            if not (folded.startswith(self._prefixes) or folded in self._exact):
+                continue
             hits = [e for e in self.stems if self._matches(folded, e)]
             if hits:
                 entry = min(hits, key=lambda e: len(e.rstrip("$")))

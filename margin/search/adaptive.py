@@ -59,9 +59,15 @@ class OutOfCalls(Exception):
 
 
 def edit_families(text: str) -> list[str]:
-    """The registry's edit transforms, cheapest single edit on `text` first, then invisible
-    before visible, NFKC-stable first, then by name. Read from the registry at call time, so
-    every transform added to the library takes part."""
+    """The registry's edit transforms in the order take-out tries them (see `ranked_families`)."""
+    return [name for name, _ in ranked_families(text)]
+
+
+def ranked_families(text: str) -> list[tuple[str, int]]:
+    """(name, cost) of the registry's edit transforms, where cost is the distance of the
+    dearest single in-word edit on `text` (some, like upside-down, rewrite a whole word):
+    cheapest first, then invisible before visible, NFKC-stable first, then by name. Read
+    from the registry at call time, so every transform added to the library takes part."""
     ranked = []
     for name, transform in registry().items():
         if not isinstance(transform, EditTransform):
@@ -69,9 +75,9 @@ def edit_families(text: str) -> list[str]:
         anchors = knockout_ops(text, name)
         if not anchors:
             continue
-        cost = edit_distance(text, apply_ops(text, anchors[:1], 0))
+        cost = max(edit_distance(text, apply_ops(text, [anchor], 0)) for anchor in anchors)
         ranked.append((cost, transform.visible, transform.nfkc_stable is not True, name))
-    return [name for *_, name in sorted(ranked)]
+    return [(name, cost) for cost, *_, name in sorted(ranked)]
 
 
 def apart(ops: Sequence[Op]) -> bool:
@@ -95,7 +101,7 @@ def knockout_ops(text: str, name: str, words: Sequence[int] | None = None) -> li
     ops = []
     for index in words if words is not None else range(len(spans)):
         start, end = spans[index]
-        inside = [p for p in eligible if transform.in_word(p, start, end)]
+        inside = [p for p in eligible if transform.in_word(text, p, start, end)]
         if inside:
             target = start + (end - start + 1) // 3
             ops.append(Op.edit(name, min(inside, key=lambda p: (abs(p - target), p))))
@@ -113,11 +119,11 @@ def dense_ops(text: str, name: str, words: Sequence[int]) -> list[Op]:
     for index in words:
         start, end = spans[index]
         target = start + (end - start + 1) // 3
-        inside = sorted((p for p in eligible if transform.in_word(p, start, end)),
+        inside = sorted((p for p in eligible if transform.in_word(text, p, start, end)),
                         key=lambda p: (abs(p - target), p))
         for p in inside:
             op = Op.edit(name, p)
-            if not conflicts([*ops, op]):
+            if not conflicts([*ops, op], text):
                 ops.append(op)
     return ops
 
@@ -138,7 +144,9 @@ class AdaptiveSearch(PromptSearch):
         self.seed = seed
         self.max_calls = max_calls
         self.text = prompt.text
-        self.families = list(families) if families is not None else edit_families(prompt.text)
+        ranked = ranked_families(prompt.text)
+        self.family_cost = dict(ranked)
+        self.families = list(families) if families is not None else [name for name, _ in ranked]
         self.order = salience_order(prompt.text, probes=prior)  # word indices, likeliest first
         self.unit = cost_model.cost(prompt.text, prompt.text + " ")  # the cost of one edit
         self.incumbent = self._incumbent_candidate(incumbent)
@@ -306,17 +314,22 @@ class AdaptiveSearch(PromptSearch):
         yield from self._prune(kept)
 
     def _take_out(self) -> Asks:
-        for name in self.families:
-            atoms = knockout_ops(self.text, name, self.order)
-            if atoms and (yield from self._test(atoms)):
-                yield from self._shrink(atoms, name)
-                return
-        for name in self.families:  # one edit per word was not enough: every position
-            atoms = dense_ops(self.text, name, self.order)
-            if atoms and (yield from self._test(atoms)):
-                kept = yield from self._shrink(atoms, name)
-                yield from self._merge(kept, name)
-                return
+        # Families whose every edit is one code point come first, knock-out then dense; a
+        # family that rewrites whole words is tried only when none of those flips.
+        tiers = ([n for n in self.families if self.family_cost.get(n, 1) <= 1],
+                 [n for n in self.families if self.family_cost.get(n, 1) > 1])
+        for tier in tiers:
+            for name in tier:
+                atoms = knockout_ops(self.text, name, self.order)
+                if atoms and (yield from self._test(atoms)):
+                    yield from self._shrink(atoms, name)
+                    return
+            for name in tier:  # one edit per word was not enough: every position
+                atoms = dense_ops(self.text, name, self.order)
+                if atoms and (yield from self._test(atoms)):
+                    kept = yield from self._shrink(atoms, name)
+                    yield from self._merge(kept, name)
+                    return
 
     def _shrink(self, atoms: list[Op], name: str) -> Asks:
         """From a flipping set of edits to a locally minimal one; with scores, try again in

@@ -5,7 +5,7 @@ SCRIPT names every edit against the original prompt, so the text can be rebuilt 
 three fields alone (resume, `margin score` replays, audits):
 
 - ``NAME@P``: one edit of the registry's edit transform NAME at code point P of the original,
-  exactly as that transform makes it at P for this seed (its `edit` with `position_rng`);
+  exactly as that transform makes it at P for this seed (its `replacement` with `position_draws`);
 - ``[S:E]=TEXT``: replace original code points S..E with TEXT (percent-encoded UTF-8);
   ``[S:S]=TEXT`` inserts, ``[S:E]=`` deletes.
 
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from margin.transforms.base import EditTransform, position_rng
+from margin.transforms.base import EditTransform, position_draws
 from margin.transforms.registry import get_transform
 
 ADAPTIVE = "adaptive"  # the `transform` field of every adaptive candidate
@@ -45,13 +45,15 @@ class Op:
             raise ValueError(f"bad replacement span [{start}:{end}]")
         return cls(start=start, end=end, text=text)
 
-    def touched(self) -> range:
-        """Original code points this edit reads or rewrites; an insertion claims its position."""
+    def bounds(self, original: str) -> tuple[int, int]:
+        """The original code points [lo, hi) this edit replaces (lo == hi: an insertion)."""
         if self.name:
-            transform = _edit_transform(self.name)
-            lo, hi = transform.span(self.start)
-        else:
-            lo, hi = self.start, self.end
+            return _edit_transform(self.name).span(original, self.start)
+        return self.start, self.end
+
+    def touched(self, original: str) -> range:
+        """Original code points this edit reads or rewrites; an insertion claims its position."""
+        lo, hi = self.bounds(original)
         return range(lo, max(hi, lo + 1))
 
     def __str__(self) -> str:
@@ -67,11 +69,11 @@ def _edit_transform(name: str) -> EditTransform:
     return transform
 
 
-def conflicts(ops: Iterable[Op]) -> bool:
-    """True when two edits touch the same original code point."""
+def conflicts(ops: Iterable[Op], original: str) -> bool:
+    """True when two edits touch the same code point of `original`."""
     seen: set[int] = set()
     for op in ops:
-        cells = set(op.touched())
+        cells = set(op.touched(original))
         if cells & seen:
             return True
         seen |= cells
@@ -100,27 +102,30 @@ def parse_op(token: str) -> Op:
 
 def parse_script(script: str) -> tuple[Op, ...]:
     ops = tuple(sorted(parse_op(token) for token in script.split("+")))
-    if conflicts(ops):
-        raise ValueError(f"edits of {script!r} overlap")
+    if len(set(ops)) != len(ops):
+        raise ValueError(f"edit script {script!r} repeats an edit")
     return ops
 
 
 def apply_ops(original: str, ops: Sequence[Op], seed: int) -> str:
     """The text of an edit script; ValueError for overlapping or out-of-range edits."""
     ordered = sorted(ops)
-    if conflicts(ordered):
+    if conflicts(ordered, original):
         raise ValueError("edits overlap")
     text = original
+    # Every replacement reads the original only, so edits apply right to left in any mix.
     for op in reversed(ordered):
+        lo, hi = op.bounds(original)
         if op.name:
             transform = _edit_transform(op.name)
             if op.start not in set(transform.eligible(original)):
                 raise ValueError(f"{op.name} cannot edit position {op.start}")
-            text = transform.edit(text, op.start, position_rng(seed, op.start))
+            piece = transform.replacement(original, op.start, position_draws(seed, op.start))
         else:
             if op.end > len(original):
                 raise ValueError(f"replacement [{op.start}:{op.end}] is past the end of the text")
-            text = text[: op.start] + op.text + text[op.end :]
+            piece = op.text
+        text = text[:lo] + piece + text[hi:]
     return text
 
 

@@ -17,6 +17,7 @@ from margin.cost import COST_NORMS, CostModel, CostNorm
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.base import Guard
+from margin.guards.normalize import NORMALIZATIONS, NormalizingGuard
 from margin.guards.spec import GuardSpec, build_guard, parse_guard_spec
 from margin.plots import CurveSeries, curves_figure, save
 from margin.protocols import mark_protocol, protocol_for
@@ -28,6 +29,7 @@ from margin.search.incumbents import load_incumbents
 from margin.search.source import InProcessSource
 from margin.search.strategies import STRATEGIES, PromptSearch, make_search
 from margin.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
+from margin.suggest import did_you_mean
 from margin.transforms.suites import Suite, load_suite
 from margin.types import Flip, GuardCall, GuardInfo, MarginReport, Prompt, SearchResult
 
@@ -58,6 +60,7 @@ class RunConfig:
     def guard_spec(self) -> GuardSpec:
         return parse_guard_spec(self.guard, backend=self.backend, model=self.model, base_url=self.base_url,
                                 api_key_env=self.api_key_env, threshold=self.threshold)
+    normalize: str | None = None  # nfkc | strip-format | nfkc+strip-format, before the guard
 
 
 @dataclass
@@ -131,6 +134,8 @@ class RunOutcome:
 def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
     prepared = prepare_inputs(config)
     prepared.guard = guard or build_guard(config.guard_spec())
+    if config.normalize is not None:
+        prepared.guard = NormalizingGuard(prepared.guard, config.normalize)
     if config.incumbents:
         prepared.incumbents = load_incumbents(config.incumbents, prepared.manifest())
     return prepared
@@ -152,6 +157,10 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
         raise InputError("only --search adaptive takes --max-calls and --incumbents", field="--search")
     if config.max_calls is not None and config.max_calls < 2:
         raise InputError("must be at least 2 (the original and one edit)", field="--max-calls")
+    if config.normalize is not None and config.normalize not in NORMALIZATIONS:
+        raise InputError(f"unknown normalisation {config.normalize!r}; expected one of "
+                         f"{', '.join(NORMALIZATIONS)}{did_you_mean(config.normalize, NORMALIZATIONS)}",
+                         field="--normalize")
     dataset = load_dataset(config.dataset)
     suite = load_suite(config.suite)
     # The corpus norm uses every prompt of the dataset, so --limit and shards keep the same units.
@@ -238,7 +247,7 @@ def run_snapshot(prepared: PreparedRun, guard: GuardInfo,
         "search": config.search,
         "prompts": len(prepared.prompts),
     }
-    evaluation = {"search": config.search, "seed": config.seed}
+    evaluation = {"search": config.search, "seed": config.seed, "normalize": config.normalize or "none"}
     entry = snapshot_entry(guard, results, config.budget, evaluation)
     return mark_protocol(build_snapshot([entry], provenance), config.search), entry
 

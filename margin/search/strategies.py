@@ -28,12 +28,26 @@ class PromptSearch(ABC):
         self.budget = budget
         self.verdicts: dict[Candidate, Verdict | None] = {}
         self.requested: set[Candidate] = set()
+        self._settled = 0  # candidates[:_settled] hold verdicts that are neither missing nor flips
+        self._offered = 0  # candidates[:_offered] have all been requested
 
     def _take(self, pool: list[Candidate], limit: int) -> list[Candidate]:
         out: list[Candidate] = []
         for candidate in pool:
             if len(out) >= limit:
                 break
+            if candidate not in self.requested:
+                self.requested.add(candidate)
+                out.append(candidate)
+        return out
+
+    def _take_candidates(self, limit: int) -> list[Candidate]:
+        """`_take(self.candidates, limit)` from a cursor, so that asking in small batches
+        does not rescan the requested prefix (quadratic in the suite size)."""
+        out: list[Candidate] = []
+        while self._offered < len(self.candidates) and len(out) < limit:
+            candidate = self.candidates[self._offered]
+            self._offered += 1
             if candidate not in self.requested:
                 self.requested.add(candidate)
                 out.append(candidate)
@@ -60,7 +74,10 @@ class PromptSearch(ABC):
     def decide(self) -> tuple[str, Candidate | None]:
         """Scan candidates in cost order: ('flip', c), ('capped', None), ('missing', None)
         or ('pending', None) when an answer needed to decide has not arrived."""
-        for candidate in self.candidates:
+        # Verdicts are final once received, so the scan resumes where the last one stopped
+        # (a full rescan per call is quadratic in the suite size).
+        while self._settled < len(self.candidates):
+            candidate = self.candidates[self._settled]
             if candidate not in self.verdicts:
                 return "pending", None
             verdict = self.verdicts[candidate]
@@ -68,6 +85,7 @@ class PromptSearch(ABC):
                 return "missing", None
             if verdict.is_wrong_for(self.prompt.label):
                 return "flip", candidate
+            self._settled += 1
         return "capped", None
 
     def result(self) -> SearchResult:
@@ -108,7 +126,7 @@ class CheapestSearch(PromptSearch):
             return self._take([self.original], 1)
         if not self.clean_known or self.done:
             return []
-        return self._take(self.candidates, limit)
+        return self._take_candidates(limit)
 
     @property
     def done(self) -> bool:
@@ -125,7 +143,8 @@ class ExhaustiveSearch(PromptSearch):
     effectiveness, invariance and threshold sweeps need all of them."""
 
     def next_requests(self, limit: int) -> list[Candidate]:
-        return self._take([self.original, *self.candidates], limit)
+        first = self._take([self.original], limit)
+        return first + self._take_candidates(limit - len(first))
 
     @property
     def done(self) -> bool:

@@ -4,28 +4,43 @@ A transform is a pure, deterministic `apply(text, strength, seed) -> text`.
 
 Strengths are strings, so that one grammar covers every kind of transform:
 
-- ``"k"`` (``"1"``, ``"2"``, ``"8"``): k edits;
-- ``"p%"`` (``"10%"``, ``"100%"``): ceil(p/100 * n) edits, n = the eligible positions;
+- ``"k"`` (``"1"``, ``"2"``, ``"8"``): k edits, positions in a seeded-random order;
+- ``"p%"`` (``"10%"``, ``"100%"``): ceil(p/100 * n) edits, n = the usable positions;
+- ``"salient:k"``, ``"salient:p%"``: the same counts, positions in `salient` order (one
+  edit per word, content words first, longest and rarest first; see `salience.py`);
 - ``"@i"``: one edit inside word i (0-based), so a suite can hold one candidate per word;
 - a wrapper's strengths are the names of its variants.
 
-Edit positions come in one seeded order per (text, seed); strength k takes its first k, so
-for a given seed the edits at strength k+1 contain those at k. The replacement chosen at a
-position depends on (seed, position) only, never on the strength.
+For a given (text, seed) each order is fixed and strength k takes its first k positions,
+so the edits at strength k+1 contain those at k. The replacement made at a position
+depends on (seed, position) only, never on the strength.
+
+Cost never falls as strength rises. For an *additive* transform this holds by
+construction: its edits only insert characters, only delete them, or substitute
+characters absent from the original text, and then the Levenshtein distance of k edits
+is exactly the sum of their own distances (each inserted or fresh character needs its
+own operation in any alignment, and k such operations suffice). Swaps and reversals are
+not additive (two swaps take ``abab`` to ``baba``, distance 2, not 4), so for those the order skips any
+position whose edit would lower the distance reached so far.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
-import random
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 
+from margin.cost import edit_distance
+from margin.transforms.draws import Draws, shuffled
 from margin.types import TransformInfo, TransformKind
 
 WORD = re.compile(r"\w+")
+SALIENT = "salient:"
+Encoder = Callable[[str], str]
 
 
 def word_spans(text: str) -> list[tuple[int, int]]:
@@ -33,9 +48,9 @@ def word_spans(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in WORD.finditer(text)]
 
 
-def position_rng(seed: int, position: int) -> random.Random:
-    # String seeds are hashed with SHA-512 by `random`, so this is stable across runs and hosts.
-    return random.Random(f"margin:{seed}:{position}")
+def position_draws(seed: int, position: int) -> Draws:
+    """The draws for an edit at `position`: the same whatever the strength."""
+    return Draws(seed, position)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +60,22 @@ class Strength:
     count: int | None = None
     percent: float | None = None
     word: int | None = None
+    salient: bool = False
 
     @classmethod
     def parse(cls, strength: str) -> Strength:
+        return _parse_strength(strength)
+
+    @classmethod
+    def _parse(cls, strength: str) -> Strength:
         s = strength.strip()
-        if s.startswith("@") and s[1:].isdigit():
+        if s.startswith(SALIENT):
+            inner = cls._parse(s[len(SALIENT):])
+            if inner.word is None and not inner.salient:
+                return replace(inner, salient=True)
+        elif s.startswith("@") and s[1:].isdigit():
             return cls(word=int(s[1:]))
-        if s.endswith("%"):
+        elif s.endswith("%"):
             try:
                 pct = float(s[:-1])
             except ValueError:
@@ -60,7 +84,12 @@ class Strength:
                 return cls(percent=pct)
         elif s.isdigit() and int(s) > 0:
             return cls(count=int(s))
-        raise ValueError(f"unknown strength {strength!r}: use k, p% (0<p<=100) or @i")
+        raise ValueError(f"unknown strength {strength!r}: use k, p% (0<p<=100), salient:k, salient:p% or @i")
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_strength(strength: str) -> Strength:
+    return Strength._parse(strength)
 
 
 class Transform(ABC):
@@ -100,84 +129,223 @@ EDIT_STRENGTHS = ("1", "2", "3", "5", "8", "10%", "25%", "50%", "100%")
 
 
 class EditTransform(Transform):
-    """An edit at chosen positions of the text.
+    """Edits at chosen positions of the text.
 
-    Subclasses say which positions are eligible, which chosen positions conflict, and
-    how to edit one position. Edits are applied right to left so offsets stay valid.
+    A subclass says which positions are eligible, which code points an edit at a position
+    replaces (its span) and with what. Chosen spans never overlap, and a replacement reads
+    only the original text, so edits can be applied in any order.
     """
 
     kind: TransformKind = "edit"
     strengths = EDIT_STRENGTHS
+    #: True when edits only insert, only delete, or substitute characters absent from the
+    #: original text: then the cost of k edits is the sum of theirs (see the module doc).
+    additive: bool = True
 
     @abstractmethod
     def eligible(self, text: str) -> list[int]:
         """Sorted positions (code-point offsets) where one edit can be made."""
 
     @abstractmethod
-    def edit(self, text: str, position: int, rng: random.Random) -> str:
-        """Apply one edit at `position` of `text` (text to the left of it is unchanged)."""
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
+        """What replaces `text[span]` for an edit at `position` (text is the original)."""
 
-    def span(self, position: int) -> tuple[int, int]:
-        """The code points an edit at `position` touches; chosen edits never overlap."""
+    def span(self, text: str, position: int) -> tuple[int, int]:
+        """The code points [position, hi) an edit at `position` replaces: every span starts
+        at its position; (p, p) is an insertion."""
         return position, position + 1
 
-    def in_word(self, position: int, start: int, end: int) -> bool:
-        lo, hi = self.span(position)
+    def in_word(self, text: str, position: int, start: int, end: int) -> bool:
+        """Whether an edit at `position` lands inside the word text[start:end]."""
+        lo, hi = self.span(text, position)
+        if lo == hi:  # an insertion lands inside a word when it splits it
+            return start < lo < end
         return start <= lo and hi <= end
 
     def chosen(self, text: str, strength: str, seed: int) -> list[int]:
+        """The positions edited at `strength`, in the order they were chosen."""
         parsed = Strength.parse(strength)
-        candidates = self.eligible(text)
         if parsed.word is not None:
-            spans = word_spans(text)
-            if parsed.word >= len(spans):
-                return []
-            start, end = spans[parsed.word]
-            inside = [p for p in candidates if self.in_word(p, start, end)]
-            return [random.Random(f"margin:{seed}:word").choice(inside)] if inside else []
-        order = _non_overlapping(self, _seeded_order(candidates, seed))
+            per_word = _positions_per_word(self, text)
+            inside = per_word[parsed.word] if parsed.word < len(per_word) else ()
+            return [inside[_word_pick(seed, len(inside))]] if inside else []
+        order, usable = _order(self, text, seed, parsed.salient)
         if parsed.count is not None:
-            return order[: parsed.count]
+            return list(order[: parsed.count])
         assert parsed.percent is not None
-        return order[: math.ceil(parsed.percent * len(order) / 100)]
+        return list(order[: math.ceil(parsed.percent * usable / 100)])
+
+    def order(self, text: str, seed: int, salient: bool) -> tuple[list[int], int]:
+        """Every position strengths take a prefix of, and how many positions are usable
+        (eligible and not overlapping an earlier one: the n of a ``p%`` strength)."""
+        candidates = list(_eligible(self, text))
+        if salient:
+            from margin.transforms.salience import salient_order
+
+            ordered = salient_order(text, candidates, lambda p: self.span(text, p), seed)
+        else:
+            ordered = seeded_order(candidates, seed)
+        ordered = self._non_overlapping(text, ordered)
+        if self.additive:
+            return ordered, len(ordered)
+        return self._never_cheaper(text, ordered, seed), len(ordered)
+
+    def render(self, text: str, positions: Iterable[int], seed: int) -> str:
+        """The text with an edit at each of `positions` (non-overlapping)."""
+        pieces: list[str] = []
+        last = 0
+        made = _replacements(self, text, seed)
+        for position in sorted(positions):  # spans start at their position, never overlap
+            lo, hi = self.span(text, position)
+            pieces.append(text[last:lo])
+            if position not in made:
+                made[position] = self.replacement(text, position, position_draws(seed, position))
+            pieces.append(made[position])
+            last = hi
+        pieces.append(text[last:])
+        return "".join(pieces)
 
     def apply(self, text: str, strength: str, seed: int) -> str:
-        for position in sorted(self.chosen(text, strength, seed), reverse=True):
-            text = self.edit(text, position, position_rng(seed, position))
-        return text
+        return self.render(text, self.chosen(text, strength, seed), seed)
+
+    def _non_overlapping(self, text: str, order: list[int]) -> list[int]:
+        """Keep positions in order, skipping any whose span overlaps one already kept.
+
+        Whether a position is kept depends only on those before it, so prefixes stay nested.
+        """
+        spans = [self.span(text, p) for p in order]
+        if all(hi - lo <= 1 for lo, hi in spans):
+            return order  # one code point or none each, at distinct positions: no overlap
+        taken: set[int] = set()
+        kept: list[int] = []
+        for p in order:
+            lo, hi = self.span(text, p)
+            touched = range(lo, max(hi, lo + 1))
+            if any(i in taken for i in touched):
+                continue
+            taken.update(touched)
+            kept.append(p)
+        return kept
+
+    def _never_cheaper(self, text: str, order: list[int], seed: int) -> list[int]:
+        """`order` less every position whose edit would lower the distance to the original
+        reached by the positions kept before it (so every prefix costs no less than the
+        one before)."""
+        kept: list[int] = []
+        reached = 0
+        for p in order:
+            distance = edit_distance(text, self.render(text, [*kept, p], seed))
+            if distance >= reached:
+                kept.append(p)
+                reached = distance
+        return kept
 
 
-def _seeded_order(positions: Sequence[int], seed: int) -> list[int]:
-    order = list(positions)
-    random.Random(f"margin:{seed}:order").shuffle(order)
-    return order
+# Orders and replacements are pure functions of their arguments; the caches only spare a
+# suite's many strengths of one transform on one prompt from recomputing them.
+@functools.lru_cache(maxsize=4096)
+def _order(transform: EditTransform, text: str, seed: int, salient: bool) -> tuple[tuple[int, ...], int]:
+    order, usable = transform.order(text, seed, salient)
+    return tuple(order), usable
 
 
-def _non_overlapping(transform: EditTransform, order: list[int]) -> list[int]:
-    """Keep positions in order, skipping any whose span overlaps one already kept.
+@functools.lru_cache(maxsize=4096)
+def _word_pick(seed: int, n: int) -> int:
+    """Which of a word's n eligible positions an ``@i`` strength edits."""
+    return Draws(seed, "word").randrange(n)
 
-    Whether a position is kept depends only on those before it, so prefixes stay nested.
-    """
-    taken: set[int] = set()
-    kept: list[int] = []
-    for p in order:
-        lo, hi = transform.span(p)
-        touched = set(range(lo, max(hi, lo + 1)))
-        if touched & taken:
-            continue
-        taken |= touched
-        kept.append(p)
-    return kept
+
+@functools.lru_cache(maxsize=4096)
+def _characters(text: str) -> frozenset[str]:
+    return frozenset(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _eligible(transform: EditTransform, text: str) -> tuple[int, ...]:
+    return tuple(transform.eligible(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _positions_per_word(transform: EditTransform, text: str) -> tuple[tuple[int, ...], ...]:
+    """For each word of `text`, the eligible positions whose edit lands inside it."""
+    spans = word_spans(text)
+    starts = [start for start, _ in spans]
+    per_word: list[list[int]] = [[] for _ in spans]
+    for p in _eligible(transform, text):
+        # Only the word starting last at or before the edit can hold it.
+        i = bisect.bisect_right(starts, transform.span(text, p)[0]) - 1
+        if i >= 0 and transform.in_word(text, p, *spans[i]):
+            per_word[i].append(p)
+    return tuple(tuple(ps) for ps in per_word)
+
+
+@functools.lru_cache(maxsize=4096)
+def _replacements(transform: EditTransform, text: str, seed: int) -> dict[int, str]:
+    """The replacements made so far for (transform, text, seed), by position."""
+    return {}
+
+
+def seeded_order(positions: Sequence[int], seed: int) -> list[int]:
+    return shuffled(positions, seed, "order")
+
+
+def is_fresh(option: str, present: frozenset[str] | set[str]) -> bool:
+    """Whether no character of `option` occurs in the original: substituting a fresh
+    option keeps a transform additive."""
+    return not any(ch in present for ch in option)
+
+
+def fresh(options: Iterable[str], text: str) -> list[str]:
+    present = _characters(text)
+    return [o for o in options if is_fresh(o, present)]
+
+
+class Substitution(EditTransform):
+    """Replaces one code point with a lookalike or variant absent from the original text."""
+
+    @abstractmethod
+    def options(self, char: str) -> Sequence[str]:
+        """Replacements for `char` (empty when it has none)."""
+
+    def eligible(self, text: str) -> list[int]:
+        present = set(text)
+        usable = {ch for ch in present if any(is_fresh(o, present) for o in self.options(ch))}
+        return [i for i, ch in enumerate(text) if ch in usable]
+
+    def replacement(self, text: str, position: int, rng: Draws) -> str:
+        return rng.choice(fresh(self.options(text[position]), text))
+
+
+class Insertion(EditTransform):
+    """Inserts a short string between two characters of the same word."""
+
+    def eligible(self, text: str) -> list[int]:
+        return [p for start, end in word_spans(text) for p in range(start + 1, end)]
+
+    def span(self, text: str, position: int) -> tuple[int, int]:
+        return position, position  # an insertion replaces no original code point
 
 
 class WrapperTransform(Transform):
-    """Puts the prompt inside fixed text; its strengths are named variants."""
+    """Puts the prompt (perhaps encoded) inside fixed text; its strengths are named variants.
+
+    `variants` maps a variant name to a template holding ``{prompt}`` once; `encode` maps a
+    variant name to a pure function applied to the prompt before it is put in the template.
+    """
 
     kind: TransformKind = "wrapper"
-    visible = True
-    nfkc_stable = True
 
-    def __init__(self, name: str, family: str, variants: dict[str, str], assumption: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        family: str,
+        variants: dict[str, str],
+        assumption: str,
+        *,
+        encode: dict[str, Encoder] | None = None,
+        visible: bool = True,
+        nfkc_stable: bool | None = True,
+    ) -> None:
         if not variants:
             raise ValueError(f"wrapper {name!r} has no variants")
         for key, template in variants.items():
@@ -186,8 +354,11 @@ class WrapperTransform(Transform):
         self.name = name
         self.family = family
         self.variants = dict(variants)
+        self.encode = dict(encode or {})
         self.strengths = tuple(variants)
         self.assumption = assumption
+        self.visible = visible
+        self.nfkc_stable = nfkc_stable
 
     def apply(self, text: str, strength: str, seed: int) -> str:
         try:
@@ -196,5 +367,7 @@ class WrapperTransform(Transform):
             raise ValueError(
                 f"wrapper {self.name!r} has no variant {strength!r}; it has {', '.join(self.strengths)}"
             ) from None
+        encoder = self.encode.get(strength)
         before, after = template.split("{prompt}")
-        return before + text + after
+        return before + (encoder(text) if encoder else text) + after
+

@@ -1,24 +1,64 @@
-"""The registry of transforms by name."""
+"""The registry of transforms by name, in the order `margin transforms list` shows them."""
 
 from __future__ import annotations
 
 import functools
 
 from margin.suggest import did_you_mean
+from margin.transforms import (
+    bidi,
+    controls,
+    emoji,
+    homoglyphs,
+    invisibles,
+    marks,
+    noise,
+    smuggling,
+    styled,
+    upside_down,
+)
 from margin.transforms.base import Transform
-from margin.transforms.noise import Leetspeak, NeighbourSwap
-from margin.transforms.unicode_edits import FullWidth, Homoglyph, ZeroWidthSpace
 from margin.transforms.wrappers import load_wrappers
 
 
 @functools.cache
 def registry() -> dict[str, Transform]:
     transforms: list[Transform] = [
-        Homoglyph(),
-        ZeroWidthSpace(),
-        FullWidth(),
-        Leetspeak(),
-        NeighbourSwap(),
+        homoglyphs.Homoglyph(),
+        invisibles.ZeroWidthSpace(),
+        invisibles.ZeroWidthNonJoiner(),
+        invisibles.ZeroWidthJoiner(),
+        invisibles.WordJoiner(),
+        invisibles.SoftHyphen(),
+        invisibles.InvisibleSeparator(),
+        smuggling.TagSmuggling(),
+        smuggling.VariationSelectorSmuggling(),
+        bidi.BidiReorder(),
+        controls.DeletionControl(),
+        marks.Diacritic(),
+        marks.CombiningUnderline(),
+        marks.Zalgo(),
+        styled.FullWidth(),
+        styled.MathBold(),
+        styled.MathItalic(),
+        styled.MathScript(),
+        styled.Superscript(),
+        styled.SmallCaps(),
+        styled.Circled(),
+        styled.Enclosed(),
+        upside_down.UpsideDown(),
+        emoji.EmojiInWord(),
+        noise.NeighbourSwap(),
+        noise.CharDeletion(),
+        noise.CharInsertion(),
+        noise.CharSubstitution(),
+        noise.QwertyTypo(),
+        noise.CaseFlip(),
+        noise.SpaceInWord(),
+        noise.SeparatorInWord(),
+        noise.TokenBreakPrefix(),
+        noise.Leetspeak(),
+        bidi.bidi_wrap(),
         *load_wrappers(),
     ]
     table: dict[str, Transform] = {}

@@ -11,6 +11,7 @@ import yaml
 from margin.errors import InputError
 from margin.hashing import sha256_bytes
 from margin.suggest import did_you_mean
+from margin.transforms.base import SALIENT, Transform
 from margin.transforms.registry import get_transform, registry
 
 EACH_WORD = "@*"  # expands, per prompt, to one candidate per word: @0, @1, ...
@@ -28,6 +29,13 @@ class Suite:
     source: str
     sha256: str
     entries: tuple[SuiteEntry, ...]
+
+
+def known_strengths(transform: Transform) -> list[str]:
+    """The strengths to suggest for a misspelt one."""
+    if transform.kind != "edit":
+        return list(transform.strengths)
+    return [EACH_WORD, *transform.strengths, *(SALIENT + s for s in transform.strengths)]
 
 
 def builtin_suites() -> list[str]:
@@ -67,7 +75,10 @@ def parse_suite(data: bytes, source: str) -> Suite:
                 f"unknown transform {name!r}{did_you_mean(name, registry())}", path=source, field=where
             )
         transform = get_transform(name)
-        strengths = tuple(str(s) for s in item.get("strengths", transform.strengths))
+        listed = item.get("strengths", list(transform.strengths))
+        if not isinstance(listed, list) or not listed:
+            raise InputError("`strengths` must be a non-empty list", path=source, field=f"{where}.strengths")
+        strengths = tuple(str(s) for s in listed)
         for strength in strengths:
             if strength == EACH_WORD and transform.kind == "edit":
                 continue
@@ -75,7 +86,7 @@ def parse_suite(data: bytes, source: str) -> Suite:
                 transform.check_strength(strength)
             except ValueError as exc:
                 raise InputError(
-                    f"{exc}{did_you_mean(strength, transform.strengths)}",
+                    f"{exc}{did_you_mean(strength, known_strengths(transform))}",
                     path=source,
                     field=f"{where}.strengths",
                 ) from None

@@ -1,0 +1,41 @@
+"""Seeded draws for transforms: hash-based, so they are cheap, and stable across runs,
+hosts and Python versions (a 64-bit BLAKE2b of the seed and a label)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+@functools.lru_cache(maxsize=1 << 16)  # many transforms draw for the same (seed, position)
+def hash64(*parts: object) -> int:
+    key = ":".join(str(p) for p in parts).encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
+
+
+class Draws:
+    """The draws made for one edit: the n-th draw hashes (label, n)."""
+
+    __slots__ = ("label", "n")
+
+    def __init__(self, *label: object) -> None:
+        self.label = ":".join(str(p) for p in label)
+        self.n = 0
+
+    def randrange(self, stop: int) -> int:
+        if stop < 1:
+            raise ValueError("randrange() needs a positive stop")
+        self.n += 1
+        return hash64("margin", self.label, self.n) % stop  # 64 bits: bias below 1e-17
+
+    def choice(self, options: Sequence[T]) -> T:
+        return options[self.randrange(len(options))]
+
+
+def shuffled(items: Iterable[int], *label: object) -> list[int]:
+    """`items` in a seeded order: sorted by the hash of (label, item)."""
+    return sorted(items, key=lambda item: hash64("margin", *label, item))

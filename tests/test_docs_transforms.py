@@ -1,0 +1,43 @@
+"""docs/transforms.md is the generator's output, and the suite sizes it reports are in range."""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def generator():
+    spec = importlib.util.spec_from_file_location("gen_transforms", REPO / "docs" / "gen_transforms.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gen_transforms"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_committed_page_matches_the_generator(generator, xstest_csv):
+    committed = (REPO / "docs" / "transforms.md").read_text("utf-8")
+    assert committed == generator.render(xstest_csv), "run: python docs/gen_transforms.py"
+
+
+@pytest.mark.slow
+def test_suite_sizes_on_xstest(generator, xstest_csv):
+    standard = generator.suite_sizes(xstest_csv, "standard")  # cached: the page test measured it
+    assert len(standard) == 450
+    assert 200 <= statistics.mean(standard) <= 600 and min(standard) >= 200 and max(standard) <= 600
+    assert max(generator.suite_sizes(xstest_csv, "quick")) < 60
+
+
+def test_page_lists_every_transform():
+    from margin.transforms.registry import registry
+
+    page = (REPO / "docs" / "transforms.md").read_text("utf-8")
+    for name in registry():
+        assert f"| `{name}` |" in page
