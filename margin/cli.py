@@ -316,6 +316,43 @@ def integral(
         console.print(f"wrote {out / 'integral.json'}, {', '.join(str(f) for f in files)}")
 
 
+@app.command()
+def study(
+    config: Annotated[Path, typer.Argument(help="the study's YAML config (see studies/)")],
+    out: Annotated[Path | None, typer.Option(help="output folder (default runs/study-<name>-<time>)")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="continue the killed study in --out")] = False,
+    engine: Annotated[str, typer.Option(help="ray (model, judge and guard actors) | local (this process)")] = "ray",
+    ray_address: Annotated[str | None, typer.Option(help="run on this Ray cluster: auto | HOST:PORT | ray://HOST:PORT (default: $RAY_ADDRESS, else a local Ray)")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the verdict and response caches")] = False,
+) -> None:
+    """A paired study: guards x protected models x transformations, judged; writes pairings.json."""
+    from margin.studies.plan import prepare
+    from margin.studies.report import evidence_table, pairs_table
+
+    if engine not in ("ray", "local"):
+        raise InputError(f"unknown engine {engine!r}; expected ray or local", field="--engine")
+    if resume and out is None:
+        raise InputError("--resume needs --out, the folder of the study to continue", field="--resume")
+    plan = prepare(config)
+    from margin.studies.runner import check_out_dir, default_out_dir, run_study
+
+    out_dir = out or default_out_dir(plan)
+    check_out_dir(plan, out_dir, resume)
+    with err.status("starting") as status:
+        outcome = run_study(plan, out_dir, resume=resume, engine=engine,  # type: ignore[arg-type]
+                            ray_address=ray_address, cache=not no_cache,
+                            on_stage=lambda stage: status.update(stage))
+    console.print(pairs_table(outcome.pairings))
+    console.print(evidence_table(outcome.pairings))
+    calls = outcome.calls
+    guard_calls = sum(s.sent for s in outcome.guards.values())
+    console.print(f"guard calls {guard_calls} (cache hits {sum(s.cache_hits for s in outcome.guards.values())}), "
+                  f"model and judge calls {calls.sent} (cache hits {calls.cached}, replayed {calls.replayed}, "
+                  f"missing {calls.missing})")
+    console.print(f"wrote {out_dir}/ (pairings.json, cases.jsonl, pairing-matrix.png, capability-ladder.png, "
+                  f"receipts)")
+
+
 def main() -> None:
     try:
         app(standalone_mode=False)
