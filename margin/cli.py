@@ -327,7 +327,7 @@ def study(
 ) -> None:
     """A paired study: guards x protected models x transformations, judged; writes pairings.json."""
     from margin.studies.plan import prepare
-    from margin.studies.report import evidence_table, pairs_table
+    from margin.studies.report import evidence_tables, pairs_table
 
     if engine not in ("ray", "local"):
         raise InputError(f"unknown engine {engine!r}; expected ray or local", field="--engine")
@@ -342,8 +342,9 @@ def study(
         outcome = run_study(plan, out_dir, resume=resume, engine=engine,  # type: ignore[arg-type]
                             ray_address=ray_address, cache=not no_cache,
                             on_stage=lambda stage: status.update(stage))
+    for table in evidence_tables(outcome.pairings):
+        console.print(table)
     console.print(pairs_table(outcome.pairings))
-    console.print(evidence_table(outcome.pairings))
     calls = outcome.calls
     guard_calls = sum(s.sent for s in outcome.guards.values())
     console.print(f"guard calls {guard_calls} (cache hits {sum(s.cache_hits for s in outcome.guards.values())}), "

@@ -1,4 +1,4 @@
-"""Tables for a finished study: one row per pair, then every transformation's evidence."""
+"""Tables for a finished study: one row per pair, then each pair's evidence per transformation."""
 
 from __future__ import annotations
 
@@ -7,18 +7,17 @@ from typing import Any
 from rich.table import Table
 
 
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f}"
-
-
-def _ci(interval: list[float] | None) -> str:
-    return "" if not interval else f" [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]"
+def _rate(value: float | None, interval: list[float] | None, defined: bool = True) -> str:
+    if not defined or value is None:
+        return "—"
+    text = f"{100 * value:.1f}"
+    return text + (f" ({100 * interval[0]:.0f}–{100 * interval[1]:.0f})" if interval else "")
 
 
 def pairs_table(pairings: dict[str, Any]) -> Table:
     models = {m["id"]: m for m in pairings["meta"]["models"]}
     t = pairings["meta"]["thresholds"]
-    table = Table(title=f"paired study — qualifies when evasion ≥ {100 * t['evasion']:g}%, "
+    table = Table(title=f"paired study: a transformation qualifies at evasion ≥ {100 * t['evasion']:g}%, "
                         f"regression ≤ {100 * t['regression']:g}%, preservation ≥ {100 * t['preservation']:g}%")
     for column in ("guard", "model", "capability", "status", "qualifying / tested"):
         table.add_column(column, justify="right" if column in ("capability", "qualifying / tested") else "left")
@@ -30,28 +29,28 @@ def pairs_table(pairings: dict[str, Any]) -> Table:
     return table
 
 
-def evidence_table(pairings: dict[str, Any]) -> Table:
+def evidence_tables(pairings: dict[str, Any]) -> list[Table]:
+    """Per pair: rates in % with 95% bootstrap intervals, qualification and coverage."""
     second = pairings["meta"]["judge"].get("second") is not None
-    table = Table(title="evidence per transformation (rates in %, 95% bootstrap intervals)")
-    columns = ["guard", "model", "transformation", "evasion", "regression", "preservation", "qualifies",
-               "unparseable", "missing"]
-    if second:
-        columns.insert(7, "2nd judge pres. / agree")
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("guard", "model", "transformation") else "right")
+    tables = []
     for pair in pairings["data"]:
+        table = Table(title=f"{pair['guard_id']} × {pair['model_id']}: rates in % (95% interval)")
+        columns = ["transformation", "evasion", "regression", "preservation", "qualifies", "unparseable", "missing"]
+        if second:
+            columns[5:5] = ["2nd judge", "agree"]
+        for column in columns:
+            table.add_column(column, justify="left" if column == "transformation" else "right")
         for row in pair["transformations"]:
-            counts, ci = row["counts"], row["ci"]
-            defined = row["defined"]
+            counts, ci, defined = row["counts"], row["ci"], row["defined"]
             missing = (counts["original_missing"] + counts["transformed_missing"] + counts["response_missing"]
                        + counts["judge_missing"])
-            cells = [pair["guard_id"], pair["model_id"], row["name"],
-                     (_pct(row["evasion"]) + _ci(ci["evasion"])) if defined["evasion"] else "— (none blocked)",
-                     (_pct(row["regression"]) + _ci(ci["regression"])) if defined["regression"] else "— (none passed)",
-                     (_pct(row["preservation"]) + _ci(ci["preservation"])) if defined["preservation"] else "—",
+            cells = [row["name"], _rate(row["evasion"], ci["evasion"], defined["evasion"]),
+                     _rate(row["regression"], ci["regression"], defined["regression"]),
+                     _rate(row["preservation"], ci["preservation"], defined["preservation"]),
                      "[red]yes[/red]" if row["qualifies"] else "no", str(counts["unparseable"]), str(missing)]
             if second:
                 s = row["second_judge"]
-                cells.insert(7, f"{_pct(s['preservation'])} / {_pct(s['agreement'])}")
+                cells[5:5] = [_rate(s["preservation"], None), _rate(s["agreement"], None)]
             table.add_row(*cells)
-    return table
+        tables.append(table)
+    return tables
