@@ -72,7 +72,7 @@ class Calls:
         self.pools = list(pools)
         self.max_attempts = max_attempts
         self.retry_wait_s = retry_wait_s
-        self.store = store or ReplyStore()
+        self.store = store if store is not None else ReplyStore()
         self.replay = replay or {}
         self.failed = failed or {}
         self.on_record = on_record
