@@ -139,7 +139,10 @@ def complete(model: str, messages: list[dict[str, Any]]) -> str:
     return judge(model, text) if model in JUDGES else assistant(model, text)
 
 
-def make_server(host: str, port: int, delay_s: float = 0.0) -> ThreadingHTTPServer:
+def make_server(host: str, port: int, delay_s: float = 0.0,
+                log: list[tuple[str, str]] | None = None) -> ThreadingHTTPServer:
+    """`log` (tests) gets (model, SHA-256 of the messages) for every answered request."""
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -173,6 +176,8 @@ def make_server(host: str, port: int, delay_s: float = 0.0) -> ThreadingHTTPServ
             if delay_s:
                 time.sleep(delay_s)
             text = complete(model, body["messages"])
+            if log is not None:
+                log.append((model, hashlib.sha256(json.dumps(body["messages"]).encode()).hexdigest()))
             limit = body.get("max_tokens") or body.get("max_completion_tokens")
             words = text.split(" ")
             finish = "stop"

@@ -29,9 +29,10 @@ def toy_module() -> ModuleType:
 
 
 @contextlib.contextmanager
-def toy_server(delay_s: float = 0.0) -> Iterator[str]:
-    """The example's toy assistants and judges on 127.0.0.1, a free port; yields the /v1 URL."""
-    server = toy_module().make_server("127.0.0.1", 0, delay_s)
+def toy_server(delay_s: float = 0.0, log: list[tuple[str, str]] | None = None) -> Iterator[str]:
+    """The example's toy assistants and judges on 127.0.0.1, a free port; yields the /v1 URL.
+    `log` gets (model, messages hash) for every request answered."""
+    server = toy_module().make_server("127.0.0.1", 0, delay_s, log)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
