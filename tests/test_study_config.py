@@ -137,3 +137,13 @@ def test_resume_needs_a_matching_study_folder(tmp_path):
     with pytest.raises(InputError, match=r"changed since the study began \(seed\)"):
         check_out_dir(plan, tmp_path / "used", resume=True)
     assert Path(tmp_path / "used" / "x").read_text() == "x"
+
+
+def test_the_gpu_cluster_example_is_a_valid_config(xstest_csv, monkeypatch):
+    monkeypatch.setenv("MARGIN_XSTEST", str(xstest_csv))
+    plan = prepare(REPO / "studies" / "gpu-cluster.yaml")
+    assert len(plan.prompts) == 450 and plan.guards[0].id == "llama-guard-4-vllm"
+    assert plan.guards[0].info.family == "llama-guard" and plan.guards[0].info.backend == "openai"
+    assert {m.metadata["creator"] for m in plan.models} == {"Alibaba", "Google", "IBM"}
+    assert [j.id for j in plan.judges] == ["qwen3.5-27b-judge", "gemma-4-31b-judge"]
+    assert len(plan.transformations) > 6  # the listed six and the quick suite's fixed strengths
