@@ -11,7 +11,16 @@ from hypothesis import strategies as st
 
 from margin.bootstrap import BootstrapSpec
 from margin.pairings import Thresholds
-from margin.studies.rates import Row, agreement, counts, evasion, outcome, preservation, rate, regression
+from margin.studies.rates import (
+    Row,
+    agreement,
+    counts,
+    evasion,
+    outcome,
+    preservation,
+    rate,
+    regression,
+)
 
 # Ten prompts, every case once: (original, transformed, judge, second judge)
 ROWS = [

@@ -132,7 +132,7 @@ class ModelActor:
                     await asyncio.wait_for(self.wakeup.wait(), left)
                 except TimeoutError:
                     break
-            taken = []
+            taken: list[tuple[list[Messages], asyncio.Future[tuple[list[Output], float]]]] = []
             size = 0
             while self.queue and (not taken or size + len(self.queue[0][0]) <= self.max_batch_size):
                 item = self.queue.popleft()

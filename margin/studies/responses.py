@@ -79,10 +79,10 @@ def collect(plan: StudyPlan, out_dir: Path, *, engine: str, resume: bool, cache:
     waiting = {"responses": len(plan.models) * len(plan.prompts) * (1 + len(plan.transformations))}
 
     def judge_when_ready(model_id: str, prompt_id: str, name: str) -> None:
-        original = outcome.responses.get((model_id, prompt_id, None), False)
-        transformed = outcome.responses.get((model_id, prompt_id, name), False)
-        if original is False or transformed is False:
+        responses = outcome.responses
+        if (model_id, prompt_id, None) not in responses or (model_id, prompt_id, name) not in responses:
             return  # the other response is still on its way
+        original, transformed = responses[(model_id, prompt_id, None)], responses[(model_id, prompt_id, name)]
         if original is None or transformed is None:
             return  # a response is missing: nothing to judge (counted as response_missing)
         case = JudgeCase(by_id[prompt_id].text, original.text, texts[(prompt_id, name)], transformed.text)

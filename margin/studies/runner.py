@@ -90,9 +90,13 @@ def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: E
             shutil.copyfile(plan.source.path, out_dir / "config.yaml")
         for index, guard in enumerate(plan.guards):
             on_stage(f"guard {guard.id}")
+
+            def guard_batch(texts: int, _capacity: int, compute_s: float, gid: str = guard.id) -> None:
+                on_batch(gid, texts, compute_s)
+
             verdicts[guard.id], guard_stats[guard.id] = guard_verdicts(
                 plan, guard, guard_folder(out_dir, index, guard.id), engine=engine, resume=resume, cache=cache,
-                on_batch=lambda texts, _capacity, compute_s, gid=guard.id: on_batch(gid, texts, compute_s))
+                on_batch=guard_batch)
         on_stage("models and judges")
         calls = collect(plan, out_dir, engine=engine, resume=resume, cache=cache, on_batch=on_batch)
     finally:
