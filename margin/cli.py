@@ -334,14 +334,24 @@ def study(
     if resume and out is None:
         raise InputError("--resume needs --out, the folder of the study to continue", field="--resume")
     plan = prepare(config)
-    from margin.studies.runner import check_out_dir, default_out_dir, run_study
+    from margin.studies.runner import (
+        CoverageError,
+        check_coverage,
+        check_out_dir,
+        default_out_dir,
+        run_study,
+    )
 
     out_dir = out or default_out_dir(plan)
     check_out_dir(plan, out_dir, resume)
-    with err.status("starting") as status:
-        outcome = run_study(plan, out_dir, resume=resume, engine=engine,  # type: ignore[arg-type]
-                            ray_address=ray_address, cache=not no_cache,
-                            on_stage=lambda stage: status.update(stage))
+    try:
+        with err.status("starting") as status:
+            outcome = run_study(plan, out_dir, resume=resume, engine=engine,  # type: ignore[arg-type]
+                                ray_address=ray_address, cache=not no_cache,
+                                on_stage=lambda stage: status.update(stage))
+    except RuntimeError as exc:  # an actor or guard that cannot start: say so in one line
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     for table in evidence_tables(outcome.pairings):
         console.print(table)
     console.print(pairs_table(outcome.pairings))
@@ -352,6 +362,11 @@ def study(
                   f"missing {calls.missing})")
     console.print(f"wrote {out_dir}/ (pairings.json, cases.jsonl, pairing-matrix.png, capability-ladder.png, "
                   f"receipts)")
+    try:
+        check_coverage(outcome, plan.config.runtime.max_missing)
+    except CoverageError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import yaml
 from margin.guards.keyword import KeywordGuard
 from margin.pairings import load_pairings
 from margin.studies.plan import prepare
-from margin.studies.runner import run_study
+from margin.studies.runner import CoverageError, check_coverage, run_study
 from tests.conftest import REPO
 from tests.openai_server import FakeOpenAI
 from tests.study_helpers import pair, row, study_config, toy_module, toy_server, write_config
@@ -135,6 +135,10 @@ def test_unparseable_judge_output_and_missing_responses_are_counted_not_guessed(
     calls = [json.loads(line) for line in (tmp_path / "out" / "calls.jsonl").read_text().splitlines()]
     errors = [c for c in calls if c["error"]]
     assert len(errors) == 2 and all("500" in c["error"] for c in errors)
+    assert outcome.missing == {"guard verdicts": (0, 24), "responses": (1, 24), "judge outputs": (0, 11)}
+    with pytest.raises(CoverageError, match="responses 1 of 24"):
+        check_coverage(outcome, 0.01)
+    check_coverage(outcome, 0.05)  # 1 of 59 outputs
 
 
 def test_the_example_runs_here_with_the_figures_the_readme_gives(tmp_path):

@@ -123,6 +123,9 @@ class Runtime(Strict):
     retry_wait_s: float = Field(default=0.5, ge=0)
     call_timeout_s: float = Field(default=600.0, gt=0)
     batch_size: int = Field(default=64, ge=1)  # texts per guard call
+    # Share of guard verdicts, responses and judge outputs that may end missing before the
+    # study fails (its outputs are still written; --resume retries the missing ones).
+    max_missing: float = Field(default=0.01, ge=0, le=1)
 
 
 class StudyConfig(Strict):

@@ -39,6 +39,24 @@ class StudyOutcome:
     guards: dict[str, GuardStats] = field(default_factory=dict)
     calls: ResponseOutcome = field(default_factory=ResponseOutcome)
     files: list[Path] = field(default_factory=list)
+    missing: dict[str, tuple[int, int]] = field(default_factory=dict)  # kind -> (missing, asked for)
+
+    def missing_share(self) -> float:
+        lost, total = (sum(m for m, _ in self.missing.values()), sum(t for _, t in self.missing.values()))
+        return lost / total if total else 0.0
+
+
+class CoverageError(Exception):
+    """Too many outputs ended missing: the study's outputs are written, but it failed."""
+
+
+def check_coverage(outcome: StudyOutcome, max_missing: float) -> None:
+    share = outcome.missing_share()
+    if share > max_missing:
+        parts = ", ".join(f"{kind} {m} of {t}" for kind, (m, t) in outcome.missing.items() if m)
+        raise CoverageError(f"{100 * share:.1f}% of the outputs are missing after every retry ({parts}), above "
+                            f"runtime.max_missing {100 * max_missing:g}%; their errors are in the receipts "
+                            f"(rerun with --resume to retry them)")
 
 
 def default_out_dir(plan: StudyPlan) -> Path:
@@ -107,6 +125,12 @@ def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: E
     on_stage("rates")
     outcome_ = finish(plan, out_dir, verdicts, calls)
     outcome_.guards = guard_stats
+    outcome_.missing = {
+        "guard verdicts": (sum(v is None for per in verdicts.values() for v in per.values()),
+                           sum(len(per) for per in verdicts.values())),
+        "responses": (sum(r is None for r in calls.responses.values()), len(calls.responses)),
+        "judge outputs": (sum(j is None for j in calls.judgements.values()), len(calls.judgements)),
+    }
     return outcome_
 
 
