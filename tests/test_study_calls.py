@@ -105,3 +105,14 @@ def test_a_protected_model_on_transformers_generates_greedily(tmp_path):
     assert model.generate(conversations[:1]) == first[:1]  # greedy, and batching changes nothing
     long = [{"role": "user", "content": "word " * 400}]
     assert isinstance(model.generate([long])[0], Exception)  # over the context: an error, never truncated
+
+
+@pytest.mark.ray
+def test_a_model_actor_that_cannot_start_is_one_clear_error(ray_cluster, tmp_path):
+    from margin.studies.executors import PoolSpec, RayExecutor
+
+    spec = ModelSpec(backend="transformers", model=str(tmp_path / "no-such-model"), num_cpus=0)
+    calls = Calls(["m"], max_attempts=1)
+    calls.request("m", "k", MSG, {}, lambda _: None)
+    with pytest.raises(RuntimeError, match="the actor for m could not start"):
+        RayExecutor({"m": PoolSpec(spec, 4)}, start_timeout_s=120).run(calls)
