@@ -346,9 +346,19 @@ def study(
     check_out_dir(plan, out_dir, resume)
     try:
         with err.status("starting") as status:
+            shown = {"stage": "starting", "texts": 0}
+
+            def on_stage(stage: str) -> None:
+                shown.update(stage=stage, texts=0)
+                status.update(stage)
+
+            def on_batch(pool: str, texts: int, _compute_s: float) -> None:
+                shown["texts"] += texts
+                status.update(f"{shown['stage']}: {shown['texts']:,} texts answered (last batch: {pool})")
+
             outcome = run_study(plan, out_dir, resume=resume, engine=engine,  # type: ignore[arg-type]
-                                ray_address=ray_address, cache=not no_cache,
-                                on_stage=lambda stage: status.update(stage))
+                                ray_address=ray_address, cache=not no_cache, on_stage=on_stage,
+                                on_batch=on_batch)
     except RuntimeError as exc:  # an actor or guard that cannot start: say so in one line
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
