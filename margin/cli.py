@@ -346,15 +346,16 @@ def study(
     check_out_dir(plan, out_dir, resume)
     try:
         with err.status("starting") as status:
-            shown = {"stage": "starting", "texts": 0}
+            stage_now = ["starting"]
+            answered = [0]
 
             def on_stage(stage: str) -> None:
-                shown.update(stage=stage, texts=0)
+                stage_now[0], answered[0] = stage, 0
                 status.update(stage)
 
             def on_batch(pool: str, texts: int, _compute_s: float) -> None:
-                shown["texts"] += texts
-                status.update(f"{shown['stage']}: {shown['texts']:,} texts answered (last batch: {pool})")
+                answered[0] += texts
+                status.update(f"{stage_now[0]}: {answered[0]:,} texts answered (last batch: {pool})")
 
             outcome = run_study(plan, out_dir, resume=resume, engine=engine,  # type: ignore[arg-type]
                                 ray_address=ray_address, cache=not no_cache, on_stage=on_stage,

@@ -9,9 +9,11 @@ have the same one.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from margin.cost import CostModel
 from margin.datasets import Dataset, load_dataset
@@ -107,13 +109,25 @@ class StudyPlan:
     judges: tuple[JudgePlan, ...]  # the judge, then the second judge if any
     thresholds: Thresholds
     cost_model: CostModel
+    _texts: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict, repr=False)
 
     @property
     def seed(self) -> int:
         return self.config.seed
 
+    def _transform(self, prompt: Prompt, t: Transformation) -> tuple[str, float]:
+        key = (prompt.id, t.name)
+        if key not in self._texts:  # transforms are pure: build each text and its cost once
+            text = t.apply(prompt.text, self.seed)
+            self._texts[key] = (text, self.cost_model.cost(prompt.text, text))
+        return self._texts[key]
+
     def transformed(self, prompt: Prompt, t: Transformation) -> str:
-        return t.apply(prompt.text, self.seed)
+        return self._transform(prompt, t)[0]
+
+    def cost(self, prompt: Prompt, t: Transformation) -> float:
+        """T(p)'s cost in margin's corpus units (Levenshtein x 100 / mean prompt length)."""
+        return self._transform(prompt, t)[1]
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -264,12 +278,8 @@ def _guard(config: StudyConfig, source: Source, index: int) -> GuardPlan:
             fields["model"], fields["revision"] = fields["model"].rsplit("@", 1)
         try:
             spec = GuardSpec(name=name, **fields)
-        except Exception as exc:
-            from pydantic import ValidationError
-
-            if isinstance(exc, ValidationError):
-                raise pydantic_error(exc, source, loc) from None
-            raise
+        except ValidationError as exc:
+            raise pydantic_error(exc, source, loc) from None
         try:
             spec = check_known(spec)
         except InputError as exc:

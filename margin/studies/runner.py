@@ -23,7 +23,7 @@ from margin.hashing import canonical_json
 from margin.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
 from margin.records import atomic_write_text, dumps, read_jsonl
 from margin.studies.executors import OnBatch
-from margin.studies.plan import StudyPlan
+from margin.studies.plan import StudyPlan, Transformation
 from margin.studies.rates import Row, outcome
 from margin.studies.responses import ResponseOutcome, collect
 from margin.studies.verdicts import GuardStats, Verdicts, guard_verdicts
@@ -134,8 +134,10 @@ def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: E
     return outcome_
 
 
-def rows_for(plan: StudyPlan, guard_id: str, model_id: str, name: str, verdicts: Verdicts,
+def rows_for(plan: StudyPlan, model_id: str, t: Transformation, verdicts: Verdicts,
              calls: ResponseOutcome) -> list[Row]:
+    """One row per prompt for one guard (its `verdicts`), one model and one transformation."""
+    name = t.name
     rows = []
     second = len(plan.judges) > 1
     for prompt in plan.prompts:
@@ -145,7 +147,6 @@ def rows_for(plan: StudyPlan, guard_id: str, model_id: str, name: str, verdicts:
         other = calls.judgements.get((1, model_id, prompt.id, name)) if second else None
         response_missing = (calls.responses.get((model_id, prompt.id, None)) is None
                             or calls.responses.get((model_id, prompt.id, name)) is None)
-        t = next(t for t in plan.transformations if t.name == name)
         text = plan.transformed(prompt, t)
         rows.append(Row(
             prompt_id=prompt.id,
@@ -155,7 +156,7 @@ def rows_for(plan: StudyPlan, guard_id: str, model_id: str, name: str, verdicts:
             second_judgement=other.status if other else None,
             response_missing=response_missing,
             unchanged=text == prompt.text,
-            cost=plan.cost_model.cost(prompt.text, text),
+            cost=plan.cost(prompt, t),
         ))
     return rows
 
@@ -167,7 +168,7 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls:
     for guard in plan.guards:
         for model in plan.models:
             outcomes = tuple(
-                outcome(t.name, rows_for(plan, guard.id, model.id, t.name, verdicts[guard.id], calls),
+                outcome(t.name, rows_for(plan, model.id, t, verdicts[guard.id], calls),
                         plan.thresholds, transform=t.transform, strength=t.strength,
                         second_judge=len(plan.judges) > 1, spec=spec)
                 for t in plan.transformations)

@@ -45,9 +45,8 @@ def candidates(plan: StudyPlan) -> dict[str, tuple[Candidate, list[Candidate]]]:
     for prompt in plan.prompts:
         transformed = []
         for t in plan.transformations:
-            text = plan.transformed(prompt, t)
-            transformed.append(Candidate(prompt.id, t.transform, t.strength, plan.seed, text,
-                                         plan.cost_model.cost(prompt.text, text)))
+            transformed.append(Candidate(prompt.id, t.transform, t.strength, plan.seed,
+                                         plan.transformed(prompt, t), plan.cost(prompt, t)))
         out[prompt.id] = (original_candidate(prompt, plan.seed), transformed)
     return out
 
@@ -65,38 +64,17 @@ def guard_verdicts(plan: StudyPlan, guard: GuardPlan, folder: Path, *, engine: E
         replay = load_replay(receipts_path)
     store = VerdictCache(default_cache_path(), guard.info) if cache else None
     writer = ReceiptWriter(receipts_path, replay.run_id or secrets.token_hex(8), guard.id)
-    source: object = None
+    driver = Driver(searches, max_attempts=runtime.max_attempts, retry_wait_s=runtime.retry_wait_s,
+                    cache=store, replay=replay, on_call=writer.call)
     try:
-        driver = Driver(searches, max_attempts=runtime.max_attempts, retry_wait_s=runtime.retry_wait_s,
-                        cache=store, replay=replay, on_call=writer.call)
         if engine == "ray":
-            from margin.search.runtime import RaySource
-
-            spec = guard.spec
-            source = ray_source = RaySource(
-                spec, replicas=spec.replicas, num_cpus=spec.num_cpus, num_gpus=spec.num_gpus,
-                max_batch_size=spec.max_batch_size or runtime.batch_size, max_attempts=runtime.max_attempts,
-                retry_wait_s=runtime.retry_wait_s, call_timeout_s=runtime.call_timeout_s)
-            info = ray_source.start()
-            if info != guard.info:
-                raise RuntimeError(f"the guard built on the cluster is not the guard described here (is the "
-                                   f"same margin installed on every node?): {info} != {guard.info}")
-            ray_source.run(driver, runtime.batch_size, on_batch)
+            _on_ray(guard, plan, driver, on_batch)
         else:
-            local = InProcessSource(build_guard(guard.spec), max_attempts=runtime.max_attempts,
-                                    retry_wait_s=runtime.retry_wait_s)
-            source = local
-            local.run(driver, min(runtime.batch_size, local.guard.max_batch_size), on_batch)
+            _in_process(guard, plan, driver, on_batch)
     finally:
         writer.close()
         if store is not None:
             store.close()
-        close = getattr(source, "close", None)
-        if callable(close):
-            close()
-        guard_obj = getattr(source, "guard", None)
-        if engine == "local" and guard_obj is not None:
-            guard_obj.close()
     verdicts: Verdicts = {}
     for search in searches:
         for candidate, verdict in search.verdicts.items():
@@ -105,3 +83,30 @@ def guard_verdicts(plan: StudyPlan, guard: GuardPlan, folder: Path, *, engine: E
     stats = GuardStats(sent=driver.stats.sent, cache_hits=driver.stats.cache_hits, replayed=driver.stats.replayed,
                        missing=sum(v is None for v in verdicts.values()))
     return verdicts, stats
+
+
+def _on_ray(guard: GuardPlan, plan: StudyPlan, driver: Driver, on_batch: Callable[[int, int, float], None]) -> None:
+    from margin.search.runtime import RaySource
+
+    runtime, spec = plan.config.runtime, guard.spec
+    source = RaySource(spec, replicas=spec.replicas, num_cpus=spec.num_cpus, num_gpus=spec.num_gpus,
+                       max_batch_size=spec.max_batch_size or runtime.batch_size, max_attempts=runtime.max_attempts,
+                       retry_wait_s=runtime.retry_wait_s, call_timeout_s=runtime.call_timeout_s)
+    try:
+        info = source.start()
+        if info != guard.info:
+            raise RuntimeError(f"the guard built on the cluster is not the guard described here (is the same "
+                               f"margin installed on every node?): {info} != {guard.info}")
+        source.run(driver, runtime.batch_size, on_batch)
+    finally:
+        source.close()
+
+
+def _in_process(guard: GuardPlan, plan: StudyPlan, driver: Driver, on_batch: Callable[[int, int, float], None]) -> None:
+    runtime = plan.config.runtime
+    built = build_guard(guard.spec)
+    try:
+        source = InProcessSource(built, max_attempts=runtime.max_attempts, retry_wait_s=runtime.retry_wait_s)
+        source.run(driver, min(runtime.batch_size, built.max_batch_size), on_batch)
+    finally:
+        built.close()
