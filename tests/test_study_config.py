@@ -147,3 +147,11 @@ def test_the_gpu_cluster_example_is_a_valid_config(xstest_csv, monkeypatch):
     assert {m.metadata["creator"] for m in plan.models} == {"Alibaba", "Google", "IBM"}
     assert [j.id for j in plan.judges] == ["qwen3.5-27b-judge", "gemma-4-31b-judge"]
     assert len(plan.transformations) > 6  # the listed six and the quick suite's fixed strengths
+
+
+def test_study_modules_do_not_import_heavy_frameworks():
+    code = ("import sys, margin.studies.runner, margin.studies.plan, margin.judges.llm; "
+            "print([m for m in ('torch', 'transformers', 'vllm', 'ray') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.stdout.strip() == "[]"
