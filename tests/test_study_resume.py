@@ -56,7 +56,8 @@ def test_a_sigkilled_study_resumes_to_the_same_pairings(tmp_path, ray_address):
 
         out = tmp_path / "killed"
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        proc = subprocess.Popen(study(str(path), "--out", str(out)), env=env,
+        # The killed study is told the cluster with --ray-address, the resumed one finds it in $RAY_ADDRESS.
+        proc = subprocess.Popen(study(str(path), "--out", str(out), "--ray-address", ray_address), env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         while len(lines(out / "calls.jsonl")) < 25:
             assert proc.poll() is None, f"the study ended before the kill point: {proc.stderr.read()}"
