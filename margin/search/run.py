@@ -1,38 +1,48 @@
 """A whole run: dataset + suite + guard -> receipts, results, snapshot and curves.
 
-`prepare` validates every input and builds every candidate without writing anything or
-calling the guard; `execute` runs the searches and is the only writer of the run folder.
+`prepare` validates every input and builds every candidate without writing anything, loading
+a model or calling the guard; `execute` runs the searches (on Ray guard actors by default,
+or in this process) and its driver is the only writer of the run folder; `finish` writes
+results, snapshot and curves for finished searches.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from margin.cost import COST_NORMS, CostModel, CostNorm
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.base import Guard
-from margin.guards.spec import load_guard
+from margin.guards.spec import GuardSpec, build_guard, describe_guard, parse_guard_spec
 from margin.metrics import margin_report
 from margin.plots import plot_curves
-from margin.records import ReceiptWriter, atomic_write_text, dumps, write_results
+from margin.records import ReceiptWriter, atomic_write_text, dumps, read_jsonl, write_results
+from margin.search.cache import VerdictCache, default_cache_path
 from margin.search.candidates import build_candidates, original_candidate
-from margin.search.driver import drive
+from margin.search.driver import Driver, Replay, Source
+from margin.search.resume import check_manifest, cut_torn_tail, load_replay
+from margin.search.shards import select_shard
 from margin.search.source import InProcessSource
 from margin.search.strategies import STRATEGIES, PromptSearch, make_search
 from margin.snapshot import SnapshotEntry, build_snapshot
 from margin.transforms.suites import Suite, load_suite
-from margin.types import GuardCall, MarginReport, Prompt, SearchResult
+from margin.types import Candidate, GuardCall, GuardInfo, MarginReport, Prompt, SearchResult
+
+Engine = Literal["ray", "local"]
+ENGINES: tuple[Engine, ...] = ("ray", "local")
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    guard: str
+    guard: str | GuardSpec
     dataset: str = "sample"
     suite: str = "standard"
     budget: float = 100.0
@@ -43,6 +53,14 @@ class RunConfig:
     batch_size: int = 64
     max_attempts: int = 3
     retry_wait_s: float = 0.5
+    engine: Engine = "ray"
+    ray_address: str | None = None
+    shard: tuple[int, int] | None = None
+    cache: bool = True
+    cache_path: Path | None = None  # default: verdicts.sqlite in margin's cache folder
+    max_missing: float = 0.01  # share of prompts that may end missing before the run fails
+    call_timeout_s: float = 300.0
+    max_wait_s: float = 0.005
 
 
 @dataclass
@@ -52,8 +70,10 @@ class PreparedRun:
     suite: Suite
     cost_model: CostModel
     prompts: tuple[Prompt, ...]
-    candidates: dict[str, list[Any]]
-    guard: Guard | None = None
+    candidates: dict[str, list[Candidate]]
+    spec: GuardSpec
+    info: GuardInfo
+    guard: Guard | None = None  # an instance a library user passed in: used instead of the spec
 
     def searches(self) -> list[PromptSearch]:
         return [
@@ -63,23 +83,46 @@ class PreparedRun:
         ]
 
     def manifest(self) -> dict[str, Any]:
-        """Everything that decides a run's results; resume and publish compare it."""
-        assert self.guard is not None
-        info = self.guard.info
+        """Everything that decides a run's results; resume and merge compare it."""
         return {
             "dataset": {"name": self.dataset.name, "source": self.dataset.source, "sha256": self.dataset.sha256},
             "suite": {"name": self.suite.name, "source": self.suite.source, "sha256": self.suite.sha256},
-            "guard": {"id": info.id, "family": info.family, "checkpoint": info.checkpoint,
-                      "revision": info.revision, "backend": info.backend,
-                      "template_sha256": info.template_sha256, "threshold": info.threshold,
-                      "params": dict(info.params)},
+            "guard": info_record(self.info),
             "budget": self.config.budget,
             "cost_norm": self.config.cost_norm,
             "corpus_mean_length": self.cost_model.corpus_mean_length,
             "search": self.config.search,
             "seed": self.config.seed,
             "limit": self.config.limit,
+            "shard": list(self.config.shard) if self.config.shard else None,
         }
+
+
+@dataclass
+class EngineFigures:
+    """How the run went, for the summary and the benchmarks (never part of the results)."""
+
+    engine: str = "local"
+    replicas: int = 1
+    capacity: int = 0  # texts per guard batch
+    batches: int = 0
+    batch_texts: int = 0
+    steady_batches: int = 0
+    steady_texts: int = 0
+    compute_s: float = 0.0  # summed guard compute time over batches
+    search_s: float = 0.0  # wall time from the first call to the last result
+    restarts: int = 0
+    timeouts: int = 0
+
+    @property
+    def mean_fill(self) -> float | None:
+        return self.batch_texts / (self.batches * self.capacity) if self.batches and self.capacity else None
+
+    @property
+    def steady_fill(self) -> float | None:
+        if not self.steady_batches or not self.capacity:
+            return None
+        return self.steady_texts / (self.steady_batches * self.capacity)
 
 
 @dataclass
@@ -92,6 +135,23 @@ class RunOutcome:
     cache_hits: int = 0
     missing: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    figures: EngineFigures = field(default_factory=EngineFigures)
+
+
+class CoverageError(Exception):
+    """Too many prompts ended missing: the run's outputs are written, but it failed."""
+
+
+def info_record(info: GuardInfo) -> dict[str, Any]:
+    record = dataclasses.asdict(info)
+    record["params"] = [list(pair) for pair in info.params]
+    record["caveats"] = list(info.caveats)
+    return record
+
+
+def info_from_record(record: dict[str, Any]) -> GuardInfo:
+    return GuardInfo(**{**record, "params": tuple(tuple(p) for p in record.get("params", [])),
+                        "caveats": tuple(record.get("caveats", []))})
 
 
 def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
@@ -105,16 +165,24 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
                          field="--cost-norm")
     if config.limit is not None and config.limit < 1:
         raise InputError("must be at least 1", field="--limit")
+    if config.engine not in ENGINES:
+        raise InputError(f"unknown engine {config.engine!r}; expected ray or local", field="--engine")
+    if not 0 <= config.max_missing <= 1:
+        raise InputError("must be a share between 0 and 1 (or a percentage such as 1%)", field="--max-missing")
+    spec = parse_guard_spec(config.guard) if isinstance(config.guard, str) else config.guard
+    if spec.replicas < 1:
+        raise InputError("must be at least 1", field="--replicas")
     dataset = load_dataset(config.dataset)
     suite = load_suite(config.suite)
     # The corpus norm uses every prompt of the dataset, so --limit and shards keep the same units.
     cost_model = CostModel.for_corpus(dataset.texts, config.cost_norm)
     prompts = dataset.prompts[: config.limit] if config.limit else dataset.prompts
+    prompts = select_shard(prompts, config.shard)
     candidates = {
         p.id: build_candidates(p, suite, cost_model, config.budget, config.seed) for p in prompts
     }
-    guard = guard or load_guard(config.guard)
-    return PreparedRun(config, dataset, suite, cost_model, prompts, candidates, guard)
+    info = guard.info if guard is not None else describe_guard(spec)
+    return PreparedRun(config, dataset, suite, cost_model, prompts, candidates, spec, info, guard)
 
 
 def default_out_dir(guard_id: str) -> Path:
@@ -125,67 +193,166 @@ def default_out_dir(guard_id: str) -> Path:
 
 def claim_out_dir(out_dir: Path) -> None:
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise InputError("output folder exists and is not empty; choose another --out", path=out_dir)
+        raise InputError("output folder exists and is not empty; choose another --out (or --resume it)",
+                         path=out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def open_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> Replay:
+    """Claim a new run folder, or check a killed run's folder and load what it recorded."""
+    manifest = prepared.manifest()
+    if not resume:
+        claim_out_dir(out_dir)
+        atomic_write_text(out_dir / "run.json", dumps(manifest) + "\n")
+        return Replay()
+    saved_path = out_dir / "run.json"
+    if not saved_path.is_file():
+        raise InputError("not a run folder (no run.json)", path=out_dir, field="--resume")
+    saved = next(iter(read_jsonl(saved_path)), None) if saved_path.stat().st_size else None
+    if not isinstance(saved, dict):
+        raise InputError("run.json is empty or not a JSON object", path=saved_path)
+    check_manifest(out_dir, saved, manifest)
+    receipts = out_dir / "receipts.jsonl"
+    cut_torn_tail(receipts)
+    return load_replay(receipts)
+
+
+def make_source(prepared: PreparedRun) -> Source:
+    config, spec = prepared.config, prepared.spec
+    if config.engine == "local":
+        guard = prepared.guard or build_guard(spec)
+        return InProcessSource(guard, max_attempts=config.max_attempts, retry_wait_s=config.retry_wait_s)
+    from margin.search.runtime import RaySource
+
+    return RaySource(
+        prepared.guard or spec, replicas=spec.replicas, num_cpus=spec.num_cpus, num_gpus=spec.num_gpus,
+        max_batch_size=spec.max_batch_size or config.batch_size, max_wait_s=config.max_wait_s,
+        max_attempts=config.max_attempts, retry_wait_s=config.retry_wait_s,
+        call_timeout_s=config.call_timeout_s,
+    )
 
 
 def execute(
     prepared: PreparedRun,
     out_dir: Path,
     *,
+    resume: bool = False,
     on_call: Callable[[GuardCall], None] = lambda _: None,
     on_result: Callable[[SearchResult], None] = lambda _: None,
+    on_batch: Callable[[int, int, float], None] = lambda *_: None,
 ) -> RunOutcome:
-    assert prepared.guard is not None
     config = prepared.config
-    guard = prepared.guard
-    claim_out_dir(out_dir)
-    manifest = prepared.manifest()
-    atomic_write_text(out_dir / "run.json", dumps(manifest) + "\n")
-    run_id = secrets.token_hex(8)
-    receipts = ReceiptWriter(out_dir / "receipts.jsonl", run_id, guard.info.id)
-    source = InProcessSource(guard, max_attempts=config.max_attempts, retry_wait_s=config.retry_wait_s)
-    counts = {"cached": 0, "missing": 0}
+    replay = open_run_dir(prepared, out_dir, resume)
+    run_id = replay.run_id or secrets.token_hex(8)
+    receipts = ReceiptWriter(out_dir / "receipts.jsonl", run_id, prepared.info.id)
+    cache = VerdictCache(config.cache_path or default_cache_path(), prepared.info) if config.cache else None
+    figures = EngineFigures(engine=config.engine,
+                            replicas=prepared.spec.replicas if config.engine == "ray" else 1)
 
-    def record_call(call: GuardCall) -> None:
-        receipts.call(call)
-        counts["cached"] += call.cached
-        on_call(call)
-
-    def record_result(result: SearchResult) -> None:
-        receipts.result(result)
-        counts["missing"] += result.status == "missing"
-        on_result(result)
-
+    started_ray = False
+    source: Source | None = None
     try:
-        results = drive(prepared.searches(), source, batch_size=max(config.batch_size, 1),
+        if config.engine == "ray":
+            from margin.search.runtime import RaySource, connect
+
+            started_ray = connect(config.ray_address)
+            source = make_source(prepared)
+            assert isinstance(source, RaySource)
+            built = source.start()
+            if built != prepared.info:
+                raise RuntimeError(f"the guard built on the cluster is not the guard described here "
+                                   f"(is the same margin installed on every node?): {built} != {prepared.info}")
+        else:
+            source = make_source(prepared)
+
+        def record_call(call: GuardCall) -> None:
+            receipts.call(call)
+            on_call(call)
+
+        def record_result(result: SearchResult) -> None:
+            receipts.result(result)
+            on_result(result)
+
+        driver = Driver(prepared.searches(), max_attempts=config.max_attempts,
+                        retry_wait_s=config.retry_wait_s, cache=cache, replay=replay,
                         on_call=record_call, on_result=record_result)
+        # Steady state: enough prompts still searching to fill every batch that can be in flight.
+        slots = figures.replicas * getattr(source, "calls_per_actor", 1)
+
+        def record_batch(texts: int, capacity: int, compute_s: float) -> None:
+            figures.capacity = capacity
+            figures.batches += 1
+            figures.batch_texts += texts
+            figures.compute_s += compute_s
+            if driver.active >= capacity * slots:
+                figures.steady_batches += 1
+                figures.steady_texts += texts
+            on_batch(texts, capacity, compute_s)
+
+        began = time.perf_counter()
+        source.run(driver, max(config.batch_size, 1), record_batch)
+        figures.search_s = time.perf_counter() - began
+        stats = getattr(source, "stats", None)
+        figures.restarts = getattr(stats, "restarts", 0)
+        figures.timeouts = getattr(stats, "timeouts", 0)
     finally:
         receipts.close()
-    return finish(prepared, out_dir, results, guard_calls=source.calls, cache_hits=counts["cached"])
+        if cache is not None:
+            cache.close()
+        if config.engine == "ray":
+            from margin.search.runtime import RaySource, disconnect
+
+            if isinstance(source, RaySource):
+                source.close()
+            disconnect(started_ray)
+    outcome = finish(prepared, out_dir, driver.ordered_results(), guard_calls=driver.stats.sent,
+                     cache_hits=driver.stats.cache_hits)
+    outcome.figures = figures
+    return outcome
+
+
+def provenance(manifest: dict[str, Any], prompts: int) -> dict[str, Any]:
+    return {
+        "dataset": {"name": manifest["dataset"]["name"], "sha256": manifest["dataset"]["sha256"]},
+        "suite": {"name": manifest["suite"]["name"], "sha256": manifest["suite"]["sha256"]},
+        "budget": manifest["budget"],
+        "cost_norm": manifest["cost_norm"],
+        "corpus_mean_length": manifest["corpus_mean_length"],
+        "seed": manifest["seed"],
+        "search": manifest["search"],
+        "prompts": prompts,
+        **({"shard": manifest["shard"]} if manifest.get("shard") else {}),
+    }
+
+
+def write_outputs(out_dir: Path, manifest: dict[str, Any], results: list[SearchResult]) -> tuple[MarginReport, dict[str, Any]]:
+    """results.jsonl, snapshot.json and curves.png from a manifest and finished results."""
+    budget = float(manifest["budget"])
+    info = info_from_record(manifest["guard"])
+    report = margin_report(results, budget)
+    write_results(out_dir / "results.jsonl", results)
+    evaluation = {"search": manifest["search"], "seed": manifest["seed"]}
+    snapshot = build_snapshot([SnapshotEntry(info, report, evaluation)], provenance(manifest, len(results)))
+    atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
+    plot_curves(report.curve, out_dir / "curves.png",
+                f"{info.id} on {manifest['dataset']['name']} ({manifest['suite']['name']} suite)")
+    return report, snapshot
 
 
 def finish(prepared: PreparedRun, out_dir: Path, results: list[SearchResult], *,
            guard_calls: int, cache_hits: int = 0) -> RunOutcome:
     """Write results, snapshot and curves for finished searches."""
-    assert prepared.guard is not None
-    config = prepared.config
-    report = margin_report(results, config.budget)
-    write_results(out_dir / "results.jsonl", results)
-    provenance = {
-        "dataset": {"name": prepared.dataset.name, "sha256": prepared.dataset.sha256},
-        "suite": {"name": prepared.suite.name, "sha256": prepared.suite.sha256},
-        "budget": config.budget,
-        "cost_norm": config.cost_norm,
-        "corpus_mean_length": prepared.cost_model.corpus_mean_length,
-        "seed": config.seed,
-        "search": config.search,
-        "prompts": len(prepared.prompts),
-    }
-    evaluation = {"search": config.search, "seed": config.seed}
-    snapshot = build_snapshot([SnapshotEntry(prepared.guard.info, report, evaluation)], provenance)
-    atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
-    plot_curves(report.curve, out_dir / "curves.png",
-                f"{prepared.guard.info.id} on {prepared.dataset.name} ({prepared.suite.name} suite)")
+    report, snapshot = write_outputs(out_dir, prepared.manifest(), results)
     return RunOutcome(out_dir, results, report, snapshot, guard_calls, cache_hits,
                       missing=sum(1 for r in results if r.status == "missing"))
+
+
+def check_coverage(results: list[SearchResult], max_missing: float) -> None:
+    """Fail a run whose lost coverage is above `max_missing` (a share of its prompts)."""
+    missing = sum(1 for r in results if r.status == "missing")
+    if results and missing / len(results) > max_missing:
+        raise CoverageError(
+            f"{missing} of {len(results)} prompts ({100 * missing / len(results):.1f}%) have no verdict "
+            f"after every retry, above --max-missing {100 * max_missing:g}%; their errors are in "
+            f"receipts.jsonl (rerun with --resume to retry them, or raise --max-attempts)"
+        )
