@@ -121,36 +121,31 @@ class GuardActor:
 class Call:
     ref: Any
     taken: list[tuple[str, int]]
-    sent_at: float
-    active: int  # searches still running when it was sent
 
 
 @dataclass
 class Slot:
+    """One guard actor and the calls in flight on it."""
+
     name: str
     actor: Any
     inflight: deque[Call] = field(default_factory=deque)
-    head_since: float = 0.0  # when the oldest call in flight started to be the actor's work
+    head_since: float = 0.0  # when the oldest call in flight became the actor's work
+    # While Ray restarts the actor it gets no work (and no deadline) until it answers a ping.
+    restarting_since: float | None = None
+    ping: Any = None
+    ping_at: float | None = None  # when to send the next ping
+    deaths: int = 0  # restarts that failed in a row
+
+    @property
+    def restarting(self) -> bool:
+        return self.restarting_since is not None
 
 
 @dataclass
 class EngineStats:
-    batches: dict[tuple[str, int], BatchReport] = field(default_factory=dict)
-    steady: set[tuple[str, int]] = field(default_factory=set)  # batches sent while enough searches ran
-    restarts: int = 0
-    timeouts: int = 0
-    started: float = 0.0
-    finished: float = 0.0
-
-    @property
-    def compute_s(self) -> float:
-        return sum(b.compute_s for b in self.batches.values())
-
-    def fill(self, capacity: int, steady_only: bool = False) -> float | None:
-        chosen = [b for key, b in self.batches.items() if not steady_only or key in self.steady]
-        if not chosen or capacity < 1:
-            return None
-        return sum(min(b.size, capacity) for b in chosen) / (capacity * len(chosen))
+    restarts: int = 0  # actors that died under a call (Ray restarts them)
+    timeouts: int = 0  # calls past the timeout (their actor was killed and restarted)
 
 
 class RaySource:
@@ -169,6 +164,7 @@ class RaySource:
         retry_wait_s: float = 0.5,
         calls_per_actor: int = 2,
         call_timeout_s: float = 300.0,
+        restart_timeout_s: float = 600.0,
         name: str | None = None,
     ) -> None:
         if replicas < 1:
@@ -183,12 +179,13 @@ class RaySource:
         self.retry_wait_s = retry_wait_s
         self.calls_per_actor = max(1, calls_per_actor)
         self.call_timeout_s = call_timeout_s
+        self.restart_timeout_s = restart_timeout_s
         self.name = name or f"margin-guard-{secrets.token_hex(4)}"
         self.slots: list[Slot] = []
         self.capacity = max_batch_size
         self.info: GuardInfo | None = None
-        self.calls = 0
         self.stats = EngineStats()
+        self._seen: dict[str, set[int]] = {}  # batches already reported, per actor incarnation
 
     def start(self) -> GuardInfo:
         """Create the actors and wait until each has built its guard."""
@@ -226,71 +223,119 @@ class RaySource:
         if not self.slots:
             self.start()
         size = max(1, min(batch_size, self.capacity))
-        self.stats.started = time.monotonic()
         while not driver.finished:
+            self._ping(driver)
             self._dispatch(driver, size)
-            owners = {id(call.ref): (slot, call) for slot in self.slots for call in slot.inflight}
-            if not owners:
+            waiting: dict[Any, tuple[Slot, Call | None]] = {}
+            for slot in self.slots:
+                if slot.ping is not None:
+                    waiting[slot.ping] = (slot, None)
+                waiting.update((call.ref, (slot, call)) for call in slot.inflight)
+            if not waiting:
                 due = driver.next_due()
                 if due is None:
                     raise RuntimeError("searches are waiting but nothing is queued or in flight")
                 time.sleep(max(0.0, due - driver.clock()))
                 continue
-            refs = [call.ref for _, call in owners.values()]
+            refs = list(waiting)
             ready, _ = ray.wait(refs, num_returns=1, timeout=self._wait_s(driver))
             if ready:
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             for ref in ready:
-                slot, call = owners[id(ref)]
-                self._receive(driver, slot, call, size, on_batch)
+                slot, call = waiting[ref]
+                if call is None:
+                    self._pinged(driver, slot)
+                else:
+                    self._receive(driver, slot, call, size, on_batch)
             self._expire(driver)
-        self.stats.finished = time.monotonic()
 
     # -- inside ---------------------------------------------------------------------------
 
     def _dispatch(self, driver: Driver, size: int) -> None:
         now = time.monotonic()
         for slot in sorted(self.slots, key=lambda s: len(s.inflight)):
-            while len(slot.inflight) < self.calls_per_actor:
+            while not slot.restarting and len(slot.inflight) < self.calls_per_actor:
                 taken = driver.take(size)
                 if not taken:
                     return
                 if not slot.inflight:
                     slot.head_since = now
                 ref = slot.actor.classify.remote([text for text, _ in taken])
-                slot.inflight.append(Call(ref, taken, now, driver.active))
-                self.calls += len(taken)
+                slot.inflight.append(Call(ref, taken))
 
     def _wait_s(self, driver: Driver) -> float:
         now = time.monotonic()
         limits = [slot.head_since + self.call_timeout_s - now for slot in self.slots if slot.inflight]
+        limits += [slot.ping_at - now for slot in self.slots if slot.ping_at is not None]
         if (due := driver.next_due()) is not None:
             limits.append(due - driver.clock())
-        return max(0.0, min(limits)) if limits else 0.0
+        return max(0.0, min(limits)) if limits else self.call_timeout_s
+
+    def _restarting(self, slot: Slot) -> None:
+        """Hold work back from an actor Ray is restarting until it answers a ping."""
+        if not slot.restarting:
+            slot.restarting_since = time.monotonic()
+            slot.ping_at = slot.restarting_since
+
+    def _ping(self, driver: Driver) -> None:
+        now = time.monotonic()
+        for slot in list(self.slots):
+            if slot.restarting_since is not None and now - slot.restarting_since > self.restart_timeout_s:
+                self._drop(driver, slot, f"it did not restart within {self.restart_timeout_s:g} s")
+            elif slot.ping_at is not None and slot.ping_at <= now and slot.ping is None:
+                slot.ping, slot.ping_at = slot.actor.ready.remote(), None
+
+    def _pinged(self, driver: Driver, slot: Slot) -> None:
+        import ray
+
+        ref, slot.ping = slot.ping, None
+        try:
+            ray.get(ref)
+        except ray.exceptions.ActorUnavailableError:
+            slot.ping_at = time.monotonic() + 0.2  # still restarting: ask again shortly
+            return
+        except ray.exceptions.RayActorError as exc:
+            slot.deaths += 1
+            if slot.deaths >= self.max_attempts:
+                self._drop(driver, slot, f"it died {slot.deaths} times while restarting ({type(exc).__name__})")
+                return
+            slot.ping_at = time.monotonic() + 0.5
+            return
+        slot.restarting_since = None
+        slot.deaths = 0
+
+    def _drop(self, driver: Driver, slot: Slot, why: str) -> None:
+        """Carry on with the other actors; with none left the run cannot finish."""
+        self.slots.remove(slot)
+        for call in slot.inflight:
+            driver.requeue(text for text, _ in call.taken)
+        slot.inflight.clear()
+        if not self.slots:
+            raise RuntimeError(f"every guard actor is gone; the last one because {why}")
 
     def _receive(self, driver: Driver, slot: Slot, call: Call, size: int, on_batch: OnBatch | None) -> None:
         import ray
 
+        if call not in slot.inflight:
+            return  # already settled when its actor was replaced
         slot.inflight.remove(call)
         slot.head_since = time.monotonic()
         try:
             reply: Reply = ray.get(call.ref)
         except ray.exceptions.RayActorError as exc:
-            # The actor died with this call in it (Ray restarts it); any call may have killed it.
-            self.stats.restarts += 1
+            # The actor died with this call in it: any of its calls may have killed it, so each
+            # is charged an attempt. Ray restarts the actor.
+            if not slot.restarting:
+                self.stats.restarts += 1
+                self._restarting(slot)
             message = f"guard actor died: {type(exc).__name__}"
             driver.deliver_many((text, attempt, None, 0.0, message) for text, attempt in call.taken)
             return
         for report in reply.batches:
-            key = (report.actor, report.number)
-            if key not in self.stats.batches:
-                self.stats.batches[key] = report
-                if call.active >= size * len(self.slots):
-                    self.stats.steady.add(key)
-                if on_batch is not None:
-                    on_batch(report.size, size, report.compute_s)
-        latency = {report.actor: report.compute_s / max(report.size, 1) for report in reply.batches}
-        per_text = next(iter(latency.values()), 0.0)
+            if on_batch is not None and report.number not in self._seen.setdefault(report.actor, set()):
+                self._seen[report.actor].add(report.number)
+                on_batch(report.size, size, report.compute_s)
+        per_text = reply.batches[0].compute_s / max(reply.batches[0].size, 1) if reply.batches else 0.0
         driver.deliver_many(
             (text, attempt, verdict, per_text, error)
             for (text, attempt), verdict, error in zip(call.taken, reply.verdicts, reply.errors, strict=True)
@@ -307,12 +352,12 @@ class RaySource:
             hung, *others = slot.inflight
             slot.inflight.clear()
             self.stats.timeouts += 1
-            ray.kill(slot.actor, no_restart=False)  # Ray restarts it; calls sent now wait for it
+            ray.kill(slot.actor, no_restart=False)  # Ray restarts it
+            self._restarting(slot)
             message = f"timeout: no output within {self.call_timeout_s:g} s; guard actor restarted"
             driver.deliver_many((text, attempt, None, 0.0, message) for text, attempt in hung.taken)
             for call in others:
                 driver.requeue(text for text, _ in call.taken)
-                self.calls -= len(call.taken)
 
 
 def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
