@@ -256,7 +256,9 @@ def guards_list(as_json: Annotated[bool, typer.Option("--json", help="machine-re
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # a command's typer.Exit(n) comes back as n here
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except InputError as exc:
         sys.stderr.write(f"error: {exc}\n")  # one line, never wrapped
         sys.exit(2)

@@ -21,20 +21,14 @@ def run(out, guard, *, engine="ray", replicas=1, on_batch=None, **config):
     return execute(prepared, out, on_batch=on_batch or (lambda *_: None))
 
 
-@pytest.mark.parametrize("search", ["cheapest", "exhaustive"])
-def test_ray_engine_gives_the_in_process_results(tmp_path, search):
-    guard = HashGuard(0.3, invalid_share=0.03, salt="e")
-    local = run(tmp_path / "local", guard, engine="local", search=search, suite="standard")
-    ray_run = run(tmp_path / "ray", guard, replicas=2, search=search, suite="standard")
-    assert (tmp_path / "local" / "results.jsonl").read_bytes() == (tmp_path / "ray" / "results.jsonl").read_bytes()
-    assert ray_run.guard_calls == local.guard_calls
-    assert ray_run.figures.batches > 0 and ray_run.figures.compute_s > 0
-
-
-def test_cheapest_equals_exhaustive_through_ray_with_fewer_calls(tmp_path):
-    guard = HashGuard(0.2, salt="x")
-    cheap = run(tmp_path / "c", guard, replicas=2, suite="standard", batch_size=64)
-    full = run(tmp_path / "f", guard, replicas=2, suite="standard", search="exhaustive", batch_size=64)
+def test_ray_engine_gives_the_in_process_results_and_cheapest_equals_exhaustive(tmp_path):
+    guard = HashGuard(0.2, invalid_share=0.03, salt="e")
+    local = run(tmp_path / "local", guard, engine="local", suite="standard")
+    cheap = run(tmp_path / "cheap", guard, replicas=2, suite="standard")
+    assert (tmp_path / "local" / "results.jsonl").read_bytes() == (tmp_path / "cheap" / "results.jsonl").read_bytes()
+    assert cheap.guard_calls == local.guard_calls
+    assert cheap.figures.batches > 0 and cheap.figures.compute_s > 0
+    full = run(tmp_path / "full", guard, replicas=2, suite="standard", search="exhaustive", batch_size=64)
     assert [(r.prompt_id, r.flip_cost) for r in cheap.results] == [(r.prompt_id, r.flip_cost) for r in full.results]
     assert cheap.report.balanced_margin == full.report.balanced_margin
     assert cheap.guard_calls < full.guard_calls
