@@ -191,27 +191,38 @@ def default_out_dir(guard_id: str) -> Path:
     return Path("runs") / f"{safe}-{stamp}"
 
 
-def claim_out_dir(out_dir: Path) -> None:
+def check_out_dir(out_dir: Path) -> None:
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise InputError("output folder exists and is not empty; choose another --out (or --resume it)",
                          path=out_dir)
+
+
+def claim_out_dir(out_dir: Path) -> None:
+    check_out_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
 
-def open_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> Replay:
-    """Claim a new run folder, or check a killed run's folder and load what it recorded."""
-    manifest = prepared.manifest()
+def check_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> None:
+    """Refuse a used --out, or a --resume folder of another run, before anything starts."""
     if not resume:
-        claim_out_dir(out_dir)
-        atomic_write_text(out_dir / "run.json", dumps(manifest) + "\n")
-        return Replay()
+        check_out_dir(out_dir)
+        return
     saved_path = out_dir / "run.json"
     if not saved_path.is_file():
         raise InputError("not a run folder (no run.json)", path=out_dir, field="--resume")
     saved = next(iter(read_jsonl(saved_path)), None) if saved_path.stat().st_size else None
     if not isinstance(saved, dict):
         raise InputError("run.json is empty or not a JSON object", path=saved_path)
-    check_manifest(out_dir, saved, manifest)
+    check_manifest(out_dir, saved, prepared.manifest())
+
+
+def open_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> Replay:
+    """Claim a new run folder (writing run.json), or load what a killed run recorded."""
+    check_run_dir(prepared, out_dir, resume)
+    if not resume:
+        claim_out_dir(out_dir)
+        atomic_write_text(out_dir / "run.json", dumps(prepared.manifest()) + "\n")
+        return Replay()
     receipts = out_dir / "receipts.jsonl"
     cut_torn_tail(receipts)
     return load_replay(receipts)
@@ -242,15 +253,13 @@ def execute(
     on_batch: Callable[[int, int, float], None] = lambda *_: None,
 ) -> RunOutcome:
     config = prepared.config
-    replay = open_run_dir(prepared, out_dir, resume)
-    run_id = replay.run_id or secrets.token_hex(8)
-    receipts = ReceiptWriter(out_dir / "receipts.jsonl", run_id, prepared.info.id)
-    cache = VerdictCache(config.cache_path or default_cache_path(), prepared.info) if config.cache else None
+    check_run_dir(prepared, out_dir, resume)  # before Ray starts: a wrong folder fails fast
     figures = EngineFigures(engine=config.engine,
                             replicas=prepared.spec.replicas if config.engine == "ray" else 1)
-
     started_ray = False
     source: Source | None = None
+    receipts: ReceiptWriter | None = None
+    cache: VerdictCache | None = None
     try:
         if config.engine == "ray":
             from margin.search.runtime import RaySource, connect
@@ -264,13 +273,20 @@ def execute(
                                    f"(is the same margin installed on every node?): {built} != {prepared.info}")
         else:
             source = make_source(prepared)
+        # Only now, with the guard running, is anything written.
+        replay = open_run_dir(prepared, out_dir, resume)
+        receipts = ReceiptWriter(out_dir / "receipts.jsonl", replay.run_id or secrets.token_hex(8),
+                                 prepared.info.id)
+        writer = receipts
+        if config.cache:
+            cache = VerdictCache(config.cache_path or default_cache_path(), prepared.info)
 
         def record_call(call: GuardCall) -> None:
-            receipts.call(call)
+            writer.call(call)
             on_call(call)
 
         def record_result(result: SearchResult) -> None:
-            receipts.result(result)
+            writer.result(result)
             on_result(result)
 
         driver = Driver(prepared.searches(), max_attempts=config.max_attempts,
@@ -296,7 +312,8 @@ def execute(
         figures.restarts = getattr(stats, "restarts", 0)
         figures.timeouts = getattr(stats, "timeouts", 0)
     finally:
-        receipts.close()
+        if receipts is not None:
+            receipts.close()
         if cache is not None:
             cache.close()
         if config.engine == "ray":

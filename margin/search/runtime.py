@@ -26,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.spec import GuardSpec, build_guard
 from margin.search.driver import Driver, OnBatch
@@ -198,7 +199,13 @@ class RaySource:
             actor = remote.options(name=name).remote(self.guard, self.max_batch_size, self.max_wait_s)
             self.slots.append(Slot(name, actor))
         try:
-            answers = ray.get([slot.actor.ready.remote() for slot in self.slots])
+            answers = ray.get([slot.actor.ready.remote() for slot in self.slots], timeout=self.restart_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            self.close()
+            raise RuntimeError(
+                f"{self.replicas} guard actor(s) with num_cpus={self.num_cpus:g}, num_gpus={self.num_gpus:g} "
+                f"did not start within {self.restart_timeout_s:g} s: does the cluster have those resources?"
+            ) from None
         except ray.exceptions.RayActorError as exc:
             self.close()
             raise RuntimeError(f"a guard actor could not start: {exc}") from None
@@ -374,7 +381,15 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address:
         if address.startswith("ray://"):
-            ray.init(address=address, logging_level=logging.ERROR)
+            try:
+                ray.init(address=address, logging_level=logging.ERROR)
+            except ValueError as exc:
+                if "ray[client]" not in str(exc):
+                    raise
+                raise InputError(
+                    "ray:// addresses need Ray Client: pip install 'margin[cluster]' (or 'ray[client]'), "
+                    "or run margin on a cluster node with --ray-address auto", field="--ray-address",
+                ) from None
         else:
             ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=True)
         return True
