@@ -226,8 +226,7 @@ class Driver:
             self.stats.done += 1
             self.stats.flips += result.flip is not None or result.flip_cost == 0
             self.stats.missing += result.status == "missing"
-            if result.prompt_id not in self.replay.results:
-                self.on_result(result)
+            self.on_result(result)  # replayed ones too: `Replay.results` says which are recorded
         elif self.outstanding[index] == 0:
             self.ready.append(index)
 

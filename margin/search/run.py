@@ -286,7 +286,8 @@ def execute(
             on_call(call)
 
         def record_result(result: SearchResult) -> None:
-            writer.result(result)
+            if result.prompt_id not in replay.results:  # a killed run may have written it
+                writer.result(result)
             on_result(result)
 
         driver = Driver(prepared.searches(), max_attempts=config.max_attempts,
@@ -306,7 +307,8 @@ def execute(
             on_batch(texts, capacity, compute_s)
 
         began = time.perf_counter()
-        source.run(driver, max(config.batch_size, 1), record_batch)
+        batch_size = min(config.batch_size, prepared.spec.max_batch_size or config.batch_size)
+        source.run(driver, max(batch_size, 1), record_batch)
         figures.search_s = time.perf_counter() - began
         stats = getattr(source, "stats", None)
         figures.restarts = getattr(stats, "restarts", 0)

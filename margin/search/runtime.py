@@ -118,7 +118,7 @@ class GuardActor:
             start = end
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity
 class Call:
     ref: Any
     taken: list[tuple[str, int]]
