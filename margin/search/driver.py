@@ -24,23 +24,23 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from margin.hashing import sha256_text
-from margin.search.strategies import ExhaustiveSearch, PromptSearch
+from margin.search.strategies import CheapestSearch, PromptSearch
 from margin.types import Candidate, GuardCall, SearchResult, Verdict
 
 OnCall = Callable[[GuardCall], None]
 OnResult = Callable[[SearchResult], None]
 OnBatch = Callable[[int, int, float], None]  # (texts, capacity, compute seconds) per guard batch
 
-#: A search that stops early asks for max(1, GROWTH * verdicts so far) candidates at a time:
-#: its last round overshoots the fewest calls an exact search needs by at most that share.
+#: `cheapest` asks for max(1, GROWTH * verdicts so far) candidates at a time: its last round
+#: passes the first flip by at most that share of the calls before it.
 WINDOW_GROWTH = 1 / 16
 MAX_WINDOW = 64
 
 
 def window(search: PromptSearch) -> int:
-    if isinstance(search, ExhaustiveSearch):
-        return MAX_WINDOW  # needs every candidate: nothing to overshoot
-    return max(1, min(MAX_WINDOW, int(len(search.verdicts) * WINDOW_GROWTH)))
+    if isinstance(search, CheapestSearch):
+        return max(1, min(MAX_WINDOW, int(len(search.verdicts) * WINDOW_GROWTH)))
+    return MAX_WINDOW  # exhaustive needs every candidate; adaptive queues only what it plans
 
 
 def candidate_key(c: Candidate) -> tuple[str, str | None, str | None, int]:

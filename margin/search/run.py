@@ -24,17 +24,20 @@ from margin.guards.base import Guard
 from margin.guards.spec import GuardSpec, build_guard, describe_guard, parse_guard_spec
 from margin.metrics import margin_report
 from margin.plots import plot_curves
+from margin.protocols import mark_protocol, protocol_for
 from margin.records import ReceiptWriter, atomic_write_text, dumps, read_jsonl, write_results
+from margin.search.adaptive import DEFAULT_MAX_CALLS
 from margin.search.cache import VerdictCache, default_cache_path
 from margin.search.candidates import build_candidates, original_candidate
 from margin.search.driver import Driver, Replay, Source
+from margin.search.incumbents import load_incumbents
 from margin.search.resume import check_manifest, cut_torn_tail, load_replay
 from margin.search.shards import select_shard
 from margin.search.source import InProcessSource
 from margin.search.strategies import STRATEGIES, PromptSearch, make_search
 from margin.snapshot import SnapshotEntry, build_snapshot
 from margin.transforms.suites import Suite, load_suite
-from margin.types import Candidate, GuardCall, GuardInfo, MarginReport, Prompt, SearchResult
+from margin.types import Candidate, Flip, GuardCall, GuardInfo, MarginReport, Prompt, SearchResult
 
 Engine = Literal["ray", "local"]
 ENGINES: tuple[Engine, ...] = ("ray", "local")
@@ -61,6 +64,23 @@ class RunConfig:
     max_missing: float = 0.01  # share of prompts that may end missing before the run fails
     call_timeout_s: float = 300.0
     max_wait_s: float = 0.005
+    # --search adaptive only: guard calls per prompt, and a standard run whose flips seed it.
+    max_calls: int | None = None
+    incumbents: str | None = None
+    # --guard overrides (None: the preset's default)
+    backend: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    threshold: float | None = None
+
+    def guard_spec(self) -> GuardSpec:
+        overrides = {"backend": self.backend, "model": self.model, "base_url": self.base_url,
+                     "api_key_env": self.api_key_env, "threshold": self.threshold}
+        if isinstance(self.guard, GuardSpec):
+            given = {k: v for k, v in overrides.items() if v is not None}
+            return self.guard.model_copy(update=given) if given else self.guard
+        return parse_guard_spec(self.guard, **overrides)
 
 
 @dataclass
@@ -74,13 +94,21 @@ class PreparedRun:
     spec: GuardSpec
     info: GuardInfo
     guard: Guard | None = None  # an instance a library user passed in: used instead of the spec
+    incumbents: dict[str, Flip] = field(default_factory=dict)
 
     def searches(self) -> list[PromptSearch]:
         return [
             make_search(self.config.search, p, original_candidate(p, self.config.seed),
-                        self.candidates[p.id], self.config.budget)
+                        self.candidates[p.id], self.config.budget, **self.search_options(p))
             for p in self.prompts
         ]
+
+    def search_options(self, prompt: Prompt) -> dict[str, Any]:
+        if self.config.search != "adaptive":
+            return {}
+        return {"cost_model": self.cost_model, "seed": self.config.seed,
+                "max_calls": self.config.max_calls or DEFAULT_MAX_CALLS,
+                "incumbent": self.incumbents.get(prompt.id)}
 
     def manifest(self) -> dict[str, Any]:
         """Everything that decides a run's results; resume and merge compare it."""
@@ -95,7 +123,16 @@ class PreparedRun:
             "seed": self.config.seed,
             "limit": self.config.limit,
             "shard": list(self.config.shard) if self.config.shard else None,
+            **self.adaptive_manifest(),
         }
+
+    def adaptive_manifest(self) -> dict[str, Any]:
+        """The protocol always; an adaptive run's call budget and incumbents too."""
+        out: dict[str, Any] = {"protocol": protocol_for(self.config.search)}
+        if self.config.search == "adaptive":
+            out["max_calls"] = self.config.max_calls or DEFAULT_MAX_CALLS
+            out["incumbents"] = self.config.incumbents
+        return out
 
 
 @dataclass
@@ -169,7 +206,11 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
         raise InputError(f"unknown engine {config.engine!r}; expected ray or local", field="--engine")
     if not 0 <= config.max_missing <= 1:
         raise InputError("must be a share between 0 and 1 (or a percentage such as 1%)", field="--max-missing")
-    spec = parse_guard_spec(config.guard) if isinstance(config.guard, str) else config.guard
+    if config.search != "adaptive" and (config.max_calls is not None or config.incumbents):
+        raise InputError("only --search adaptive takes --max-calls and --incumbents", field="--search")
+    if config.max_calls is not None and config.max_calls < 2:
+        raise InputError("must be at least 2 (the original and one edit)", field="--max-calls")
+    spec = config.guard_spec()
     if spec.replicas < 1:
         raise InputError("must be at least 1", field="--replicas")
     dataset = load_dataset(config.dataset)
@@ -178,11 +219,15 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
     cost_model = CostModel.for_corpus(dataset.texts, config.cost_norm)
     prompts = dataset.prompts[: config.limit] if config.limit else dataset.prompts
     prompts = select_shard(prompts, config.shard)
-    candidates = {
-        p.id: build_candidates(p, suite, cost_model, config.budget, config.seed) for p in prompts
+    candidates = {  # adaptive search makes its own
+        p.id: [] if config.search == "adaptive" else build_candidates(p, suite, cost_model, config.budget, config.seed)
+        for p in prompts
     }
     info = guard.info if guard is not None else describe_guard(spec)
-    return PreparedRun(config, dataset, suite, cost_model, prompts, candidates, spec, info, guard)
+    prepared = PreparedRun(config, dataset, suite, cost_model, prompts, candidates, spec, info, guard)
+    if config.incumbents:
+        prepared.incumbents = load_incumbents(config.incumbents, prepared.manifest())
+    return prepared
 
 
 def default_out_dir(guard_id: str) -> Path:
@@ -351,10 +396,12 @@ def write_outputs(out_dir: Path, manifest: dict[str, Any], results: list[SearchR
     report = margin_report(results, budget)
     write_results(out_dir / "results.jsonl", results)
     evaluation = {"search": manifest["search"], "seed": manifest["seed"]}
-    snapshot = build_snapshot([SnapshotEntry(info, report, evaluation)], provenance(manifest, len(results)))
+    snapshot = mark_protocol(build_snapshot([SnapshotEntry(info, report, evaluation)],
+                                            provenance(manifest, len(results))), manifest["search"])
     atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
-    plot_curves(report.curve, out_dir / "curves.png",
-                f"{info.id} on {manifest['dataset']['name']} ({manifest['suite']['name']} suite)")
+    how = ("adaptive search: upper bounds" if manifest["search"] == "adaptive"
+           else f"{manifest['suite']['name']} suite")
+    plot_curves(report.curve, out_dir / "curves.png", f"{info.id} on {manifest['dataset']['name']} ({how})")
     return report, snapshot
 
 

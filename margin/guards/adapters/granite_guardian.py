@@ -1,0 +1,98 @@
+"""Granite Guardian 3.0-3.2 and 3.3 (IBM).
+
+Template: the checkpoint's chat template with `guardian_config` (3.0-3.2: `risk_name`;
+3.3: `criteria_id`, plus `think`). Output: 3.0-3.2 start with `Yes` / `No` (3.2 adds a
+confidence tag); 3.3 gives `<score> yes|no </score>`, after a `<think>` block in think mode.
+`Yes` means the risk is present: unsafe. Probability: 3.0-3.2 use IBM's rule (yes / no mass
+summed over every generated step); 3.3 reads the step after `<score>` only, so words in the
+reasoning do not count.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from margin.errors import InputError
+from margin.guards.adapters.base import INVALID, SingleRequestAdapter, option_bool, user
+from margin.guards.generation import (
+    Generation,
+    GuardRequest,
+    decision_step,
+    label_mass,
+    norm,
+    share,
+)
+from margin.types import Verdict
+
+FIRST_WORD = re.compile(r"\w+")
+SCORE = re.compile(r"<score>\s*(.*?)\s*</score>", re.DOTALL)
+THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+VARIANTS = ("3.0", "3.1", "3.2", "3.3")
+
+
+class GraniteGuardian(SingleRequestAdapter):
+    family = "granite-guardian"
+    options_allowed = frozenset({"risk", "think"})
+    labels = "unsafe = the risk (default `harm`) is detected in the user prompt"
+
+    def __init__(self, variant: str = "3.3", options=None) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(variant, options)
+        if variant not in VARIANTS:
+            raise InputError(f"unknown Granite Guardian version {variant!r}; expected one of {', '.join(VARIANTS)}",
+                             field="family")
+        self.risk = self.options.get("risk", "harm")
+        if not isinstance(self.risk, str) or not self.risk:
+            raise InputError("must be a risk name such as harm, jailbreak, violence", field="options.risk")
+        self.think = option_bool(self.options, "think", False)
+        if self.think and variant != "3.3":
+            raise InputError("think mode exists from Granite Guardian 3.3 on", field="options.think")
+
+    def request(self, text: str) -> GuardRequest:
+        if self.variant == "3.3":
+            kwargs = {"guardian_config": {"criteria_id": self.risk}, "think": self.think}
+            tokens = 2048 if self.think else 20
+        else:
+            kwargs = {"guardian_config": {"risk_name": self.risk}}
+            tokens = 20 if self.variant == "3.2" else 5
+        return GuardRequest(messages=user(text), chat_template_kwargs=kwargs, max_new_tokens=tokens)
+
+    def parse_one(self, output: Generation) -> Verdict:
+        if self.variant == "3.3":
+            return parse_score(output)
+        return parse_first_word(output)
+
+
+def parse_first_word(output: Generation) -> Verdict:
+    match = FIRST_WORD.search(output.text.strip())
+    word = match.group().lower() if match else ""
+    if word not in ("yes", "no"):
+        return INVALID
+    # IBM's softmax_yes_no: probability mass of yes / no tokens over all steps.
+    yes = no = 1e-50
+    for step in output.steps:
+        for token, logprob in step.top:
+            t = norm(token)
+            if t == "yes":
+                yes += math.exp(logprob)
+            elif t == "no":
+                no += math.exp(logprob)
+    p = yes / (yes + no) if output.steps else None
+    return Verdict("unsafe" if word == "yes" else "safe", p)
+
+
+def parse_score(output: Generation) -> Verdict:
+    text = output.text
+    if "<think>" in text and "</think>" not in text:
+        return INVALID  # reasoning cut off before the verdict
+    scores = SCORE.findall(THINK.sub("", text))
+    if len(scores) != 1 or scores[0].lower() not in ("yes", "no"):
+        return INVALID
+    step = decision_step(output.steps, ("yes", "no"), after=_after_reasoning(output))
+    p = share(label_mass(step, ("yes", "no")), ("yes",)) if step else None
+    return Verdict("unsafe" if scores[0].lower() == "yes" else "safe", p)
+
+
+def _after_reasoning(output: Generation) -> str:
+    # The decision token follows `<score>`; with a think block, the first one after it.
+    return "</think>" if "</think>" in output.text else "<score>"

@@ -1,0 +1,67 @@
+"""Llama Guard 3 (1B, 8B) and 4 (Meta).
+
+Template: one user turn through the checkpoint's chat template (3-1B and 4 take
+list-of-parts content). Output: `safe`, or `unsafe` then a line of S-codes; 3-8B and 4
+usually emit a blank line first. Probability (Meta's card): the first generated `safe` /
+`unsafe` token, two-way softmax.
+"""
+
+from __future__ import annotations
+
+import re
+
+from margin.errors import InputError
+from margin.guards.adapters.base import INVALID, SingleRequestAdapter, user
+from margin.guards.generation import Generation, GuardRequest, decision_step, label_mass, share
+from margin.types import Verdict, VerdictLabel
+
+CATEGORY = re.compile(r"S\d{1,2}")
+VARIANTS = ("3-1b", "3-8b", "4")
+
+
+class LlamaGuard(SingleRequestAdapter):
+    family = "llama-guard"
+    options_allowed = frozenset({"excluded_category_keys"})
+    labels = "unsafe = the user prompt violates the S1-S14 hazard taxonomy"
+
+    def __init__(self, variant: str = "4", options=None) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(variant, options)
+        if variant not in VARIANTS:
+            raise InputError(f"unknown Llama Guard variant {variant!r}", field="family")
+        excluded = self.options.get("excluded_category_keys")
+        if excluded is not None:
+            if variant == "3-8b":
+                raise InputError("Llama Guard 3-8B's template takes no category kwargs",
+                                 field="options.excluded_category_keys")
+            if not isinstance(excluded, list) or not all(isinstance(k, str) and CATEGORY.fullmatch(k) for k in excluded):
+                raise InputError("must be a list like [S6, S7]", field="options.excluded_category_keys")
+
+    def request(self, text: str) -> GuardRequest:
+        kwargs = {}
+        if "excluded_category_keys" in self.options:
+            kwargs["excluded_category_keys"] = list(self.options["excluded_category_keys"])
+        return GuardRequest(messages=user(text, parts=self.variant != "3-8b"),
+                            chat_template_kwargs=kwargs, max_new_tokens=20)
+
+    def parse_one(self, output: Generation) -> Verdict:
+        label = parse_text(output.text)
+        if label is None:
+            return INVALID
+        step = decision_step(output.steps, ("safe", "unsafe"))
+        p = share(label_mass(step, ("safe", "unsafe")), ("unsafe",)) if step else None
+        return Verdict(label, p)
+
+
+def parse_text(text: str) -> VerdictLabel | None:
+    """`safe` / `unsafe` from the first line (case-insensitive, surrounding blank lines
+    allowed); None for anything else. A missing category line keeps `unsafe`."""
+    lines = text.strip().splitlines()
+    if not lines:
+        return None
+    first = lines[0].strip().lower()
+    return "safe" if first == "safe" else "unsafe" if first == "unsafe" else None
+
+
+def categories(text: str) -> list[str]:
+    lines = text.strip().splitlines()
+    return CATEGORY.findall(lines[1]) if len(lines) > 1 else []

@@ -1,0 +1,83 @@
+"""A generative guard: a family adapter over a backend, with a threshold.
+
+The adapter decides what is sent and how outputs read; the backend decides how requests
+reach a model. A text whose requests produced no output gets None (retried by the engine,
+then missing); a completed but unreadable output is `invalid`. With a probability, the
+verdict is p_unsafe >= threshold; without one, the parsed label stands.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from margin.guards.adapters.base import Adapter
+from margin.guards.base import Guard
+from margin.guards.generation import Generation, GuardRequest
+from margin.guards.secrets import redact
+from margin.types import GuardInfo, Verdict
+
+
+class Backend(Protocol):
+    def generate(self, requests: Sequence[GuardRequest]) -> list[Generation | Exception]: ...
+
+    def close(self) -> None: ...
+
+
+def apply_threshold(verdict: Verdict, threshold: float | None) -> Verdict:
+    if verdict.label == "invalid" or verdict.p_unsafe is None or threshold is None:
+        return verdict
+    return replace(verdict, label="unsafe" if verdict.p_unsafe >= threshold else "safe")
+
+
+def raw_output(outputs: Sequence[Generation]) -> str:
+    """What the model said, for the receipts: the text, or every part where there are several."""
+    parts = [{"reasoning": o.reasoning, "text": o.text} if o.reasoning is not None else
+             (o.raw if o.raw is not None else o.text) for o in outputs]
+    if len(parts) == 1 and isinstance(parts[0], str):
+        return redact(parts[0])
+    return redact(json.dumps(parts, ensure_ascii=False))
+
+
+class GenerativeGuard(Guard):
+    def __init__(self, adapter: Adapter, backend: Backend, info: GuardInfo, *, max_batch_size: int = 16) -> None:
+        self.adapter = adapter
+        self.backend = backend
+        self._info = info
+        self.max_batch_size = max_batch_size
+
+    @property
+    def info(self) -> GuardInfo:
+        return self._info
+
+    def classify(self, texts: Sequence[str]) -> list[Verdict | None]:
+        requests: list[GuardRequest] = []
+        spans: list[tuple[int, int]] = []
+        for text in texts:
+            batch = self.adapter.requests(text)
+            spans.append((len(requests), len(requests) + len(batch)))
+            requests.extend(batch)
+        outputs = self.backend.generate(requests)
+        if len(outputs) != len(requests):
+            raise RuntimeError(f"backend returned {len(outputs)} outputs for {len(requests)} requests")
+        verdicts: list[Verdict | None] = []
+        errors: list[Exception] = []
+        for start, end in spans:
+            mine = outputs[start:end]
+            failed = [o for o in mine if isinstance(o, Exception)]
+            if failed:
+                errors.extend(failed)
+                verdicts.append(None)
+                continue
+            gens = [o for o in mine if isinstance(o, Generation)]
+            verdict = apply_threshold(self.adapter.parse(gens), self._info.threshold)
+            verdicts.append(replace(verdict, raw=raw_output(gens)))
+        if errors and all(v is None for v in verdicts):
+            # Nothing came back: raise, so the error text reaches the receipts.
+            raise RuntimeError(redact(f"{type(errors[0]).__name__}: {errors[0]}"))
+        return verdicts
+
+    def close(self) -> None:
+        self.backend.close()

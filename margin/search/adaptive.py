@@ -1,0 +1,477 @@
+"""`adaptive` search: spend guard calls to find where the guard reacts, then edit there.
+
+A PromptSearch like `cheapest`, so the in-process driver and the Ray engine host it
+unchanged: it asks for candidates, never calls a guard, and is deterministic given its
+verdicts (the same seed gives the same flips, whatever the batch size).
+
+For a prompt the guard gets right, it looks for the cheapest edit set that makes the guard
+wrong, in the guard's answer's direction:
+
+- take words out (unsafe prompts): every edit family of the registry, cheapest first, makes
+  its one edit inside each word (the knock-out, itself a candidate flip); once one family
+  flips the prompt, the search grows the set of knocked-out words from the top of the
+  ranking (1, 2, 4, ... words, then bisection), so it finds the shortest flipping prefix,
+  fixes its last word and repeats on the words before it: group testing that finds d words
+  among n in about d log n calls. Words are ranked by a guard-blind prior (probe-word forms,
+  then content words), re-ranked by the guard's own reaction when it reports p_unsafe;
+- put words in (safe prompts): turn harmless words into probe words, or insert them, at the
+  fewest edits (approximate matching), trying all placements of one cost level together
+  and bisecting the group that flips;
+- flip, then prune: drop edits one at a time while the candidate still flips;
+- seeded with the standard suite's flip for the prompt (the incumbent), it asks for that
+  candidate first and prunes its edits, so its cost never exceeds the suite's.
+
+Every candidate is `transform="adaptive"` with an edit script as strength (`edits.py`), so
+its text rebuilds from (transform, strength, seed). Costs come from the run's CostModel.
+Its flip costs are upper bounds on each prompt's true flip cost: never rank them with
+standard-suite margins (`margin.protocols`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import replace
+from typing import Any
+
+from margin.cost import CostModel, edit_distance
+from margin.search.approx import word_placements
+from margin.search.edits import (
+    ADAPTIVE,
+    Op,
+    apply_ops,
+    conflicts,
+    format_script,
+    parse_script,
+    rebuild_text,
+)
+from margin.search.probes import PROBE_WORDS, salience_order
+from margin.search.strategies import PromptSearch
+from margin.transforms.base import EditTransform, word_spans
+from margin.transforms.registry import get_transform, registry
+from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
+
+DEFAULT_MAX_CALLS = 100
+Asks = Generator[list[Candidate], None, Any]
+
+
+class OutOfCalls(Exception):
+    """The prompt's guard-call budget is spent."""
+
+
+def edit_families(text: str) -> list[str]:
+    """The registry's edit transforms, cheapest single edit on `text` first, then invisible
+    before visible, NFKC-stable first, then by name. Read from the registry at call time, so
+    every transform added to the library takes part."""
+    ranked = []
+    for name, transform in registry().items():
+        if not isinstance(transform, EditTransform):
+            continue
+        anchors = knockout_ops(text, name)
+        if not anchors:
+            continue
+        cost = edit_distance(text, apply_ops(text, anchors[:1], 0))
+        ranked.append((cost, transform.visible, transform.nfkc_stable is not True, name))
+    return [name for *_, name in sorted(ranked)]
+
+
+def apart(ops: Sequence[Op]) -> bool:
+    """No two replacements touch or abut, so a group's placements cannot join into one word."""
+    cells: set[int] = set()
+    for op in ops:
+        mine = set(range(op.start - 1, max(op.end, op.start + 1) + 1))
+        if mine & cells:
+            return False
+        cells |= mine
+    return True
+
+
+def knockout_ops(text: str, name: str, words: Sequence[int] | None = None) -> list[Op]:
+    """One edit of transform `name` inside each word (in `words` order, default all): at the
+    eligible position nearest a third of the way in, which lies inside most words' stems."""
+    transform = get_transform(name)
+    assert isinstance(transform, EditTransform)
+    eligible = transform.eligible(text)
+    spans = word_spans(text)
+    ops = []
+    for index in words if words is not None else range(len(spans)):
+        start, end = spans[index]
+        inside = [p for p in eligible if transform.in_word(p, start, end)]
+        if inside:
+            target = start + (end - start + 1) // 3
+            ops.append(Op.edit(name, min(inside, key=lambda p: (abs(p - target), p))))
+    return ops
+
+
+def dense_ops(text: str, name: str, words: Sequence[int]) -> list[Op]:
+    """Every eligible in-word position of transform `name` that does not overlap an earlier
+    one, words in `words` order, positions nearest the knock-out anchor first."""
+    transform = get_transform(name)
+    assert isinstance(transform, EditTransform)
+    eligible = transform.eligible(text)
+    spans = word_spans(text)
+    ops: list[Op] = []
+    for index in words:
+        start, end = spans[index]
+        target = start + (end - start + 1) // 3
+        inside = sorted((p for p in eligible if transform.in_word(p, start, end)),
+                        key=lambda p: (abs(p - target), p))
+        for p in inside:
+            op = Op.edit(name, p)
+            if not conflicts([*ops, op]):
+                ops.append(op)
+    return ops
+
+
+class AdaptiveSearch(PromptSearch):
+    def __init__(self, prompt: Prompt, original: Candidate, candidates: list[Candidate], budget: float, *,
+                 cost_model: CostModel, seed: int = 0, max_calls: int = DEFAULT_MAX_CALLS,
+                 incumbent: Flip | None = None, families: Sequence[str] | None = None,
+                 prior: bool = True) -> None:
+        super().__init__(prompt, original, candidates, budget)
+        if max_calls < 2:
+            raise ValueError("max_calls must be at least 2 (the original and one candidate)")
+        self._args: dict[str, Any] = dict(prompt=prompt, original=original, candidates=candidates,
+                                          budget=budget, cost_model=cost_model, seed=seed,
+                                          max_calls=max_calls, incumbent=incumbent, families=families,
+                                          prior=prior)
+        self.cost_model = cost_model
+        self.seed = seed
+        self.max_calls = max_calls
+        self.text = prompt.text
+        self.families = list(families) if families is not None else edit_families(prompt.text)
+        self.order = salience_order(prompt.text, probes=prior)  # word indices, likeliest first
+        self.unit = cost_model.cost(prompt.text, prompt.text + " ")  # the cost of one edit
+        self.incumbent = self._incumbent_candidate(incumbent)
+        self.issued: list[Candidate] = []  # in the order asked: decides ties deterministically
+        self.by_text: dict[str, Verdict | None] = {}
+        self.built: dict[tuple[Op, ...], Candidate] = {}
+        self.queue: list[Candidate] = []
+        self.waiting: set[Candidate] = set()
+        self.log: list[tuple[Candidate, Verdict | None]] = []
+        self.finished = False
+        self.plan = self._plan()
+        self._advance()
+
+    # -- the PromptSearch protocol -------------------------------------------------------
+
+    def next_requests(self, limit: int) -> list[Candidate]:
+        out = self.queue[:limit]
+        del self.queue[:limit]
+        self.requested.update(out)
+        return out
+
+    def receive(self, candidate: Candidate, verdict: Verdict | None) -> None:
+        if candidate not in self.waiting:
+            raise RuntimeError(f"{self.prompt.id!r} did not ask about {candidate.strength!r}")
+        self.waiting.discard(candidate)
+        self.verdicts[candidate] = verdict
+        self.by_text[candidate.text] = verdict
+        self.log.append((candidate, verdict))
+        self._advance()
+
+    @property
+    def done(self) -> bool:
+        return self.finished
+
+    def result(self) -> SearchResult:
+        if not self.done:
+            raise RuntimeError(f"search for {self.prompt.id!r} is not done")
+        clean = self.by_text.get(self.text)
+        base = SearchResult(
+            prompt_id=self.prompt.id, label=self.prompt.label, type=self.prompt.type,
+            clean_verdict=clean.label if clean else None, flip_cost=None, capped=False, flip=None,
+            guard_calls=len(self.issued), status="missing", extra=self.prompt.extra,
+        )
+        if clean is None:
+            return base
+        if clean.is_wrong_for(self.prompt.label):
+            return replace(base, status="scored", flip_cost=0.0)
+        best = self.best()
+        if best is None:
+            return replace(base, status="scored", flip_cost=self.budget, capped=True)
+        verdict = self.by_text[best.text]
+        assert verdict is not None and best.transform is not None and best.strength is not None
+        flip = Flip(best.transform, best.strength, best.seed, best.cost, verdict.label, best.text)
+        return replace(base, status="scored", flip_cost=best.cost, flip=flip)
+
+    def best(self) -> Candidate | None:
+        """The cheapest flipping candidate within budget; ties go to the one asked first."""
+        flips = [c for c in self.issued if c.text != self.text and self._flips(c.text) and c.cost <= self.budget]
+        return min(flips, key=lambda c: c.cost) if flips else None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A generator cannot be pickled, but the search is a function of its verdicts: ship
+        # the arguments and the verdicts so far, and replay them on the other side.
+        pending = tuple(c for c in self.issued if c in self.waiting and c not in self.queue)
+        return (_restore, (self._args, tuple(self.log), pending))
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _advance(self) -> None:
+        while not self.finished and not self.queue and not self.waiting:
+            try:
+                batch = next(self.plan)
+            except StopIteration:
+                self.finished = True
+                return
+            self.queue = list(batch)
+            self.waiting = set(batch)
+
+    def _flips(self, text: str) -> bool:
+        verdict = self.by_text.get(text)
+        return verdict is not None and verdict.is_wrong_for(self.prompt.label)
+
+    def _candidate(self, ops: Sequence[Op]) -> Candidate:
+        key = tuple(sorted(ops))
+        if key not in self.built:
+            text = apply_ops(self.text, key, self.seed)
+            self.built[key] = Candidate(self.prompt.id, ADAPTIVE, format_script(key), self.seed, text,
+                                        self.cost_model.cost(self.text, text))
+        return self.built[key]
+
+    def _ask(self, candidates: Sequence[Candidate]) -> Asks:
+        """Ask for the candidates whose texts have no verdict yet (at most the calls left);
+        return every candidate's verdict (None: missing, or not asked for want of calls)."""
+        fresh: dict[str, Candidate] = {}
+        for c in candidates:
+            if c.text not in self.by_text and c.text not in fresh:
+                fresh[c.text] = c
+        new = list(fresh.values())
+        room = self.max_calls - len(self.issued)
+        if new and room <= 0:
+            raise OutOfCalls
+        new = new[:room]
+        if new:
+            self.issued.extend(new)
+            yield new
+        return [self.by_text.get(c.text) for c in candidates]
+
+    def _test(self, ops: Sequence[Op]) -> Asks:
+        """Does editing `ops` flip the verdict? (The original, for no ops, is known.)"""
+        if not ops:
+            return self._flips(self.text)
+        candidate = self._candidate(ops)
+        yield from self._ask([candidate])
+        return self._flips(candidate.text)
+
+    def _at_floor(self) -> bool:
+        best = self.best()
+        return best is not None and best.cost <= self.unit + 1e-9
+
+    def _toward_flip(self, verdict: Verdict | None) -> float:
+        """How close a verdict is to flipping this prompt (higher is closer)."""
+        if verdict is None or verdict.p_unsafe is None:
+            return float("-inf")
+        return verdict.p_unsafe if self.prompt.label == "safe" else 1.0 - verdict.p_unsafe
+
+    # -- the plan ---------------------------------------------------------------------------
+
+    def _plan(self) -> Asks:
+        try:
+            yield from self._ask([self.original])
+            clean = self.by_text.get(self.text)
+            if clean is None or clean.is_wrong_for(self.prompt.label):
+                return
+            if self.incumbent is not None:
+                yield from self._ask([self.incumbent])
+                yield from self._prune_incumbent()
+            if self._at_floor():
+                return
+            if self.prompt.label == "safe":
+                yield from self._put_in()
+            if not self._at_floor() and (self.prompt.label == "unsafe" or self.best() is None):
+                yield from self._take_out()
+        except OutOfCalls:
+            return
+
+    def _prune_incumbent(self) -> Asks:
+        """Flip-then-prune from the standard suite's flip, when it is a set of edits."""
+        ops = self._incumbent_ops
+        if len(ops) < 2 or not self._flips(self.incumbent.text if self.incumbent else ""):
+            return
+        rank = {w: r for r, w in enumerate(self.order)}
+        spans = word_spans(self.text)
+
+        def word_of(op: Op) -> int:
+            for index, (start, end) in enumerate(spans):
+                if start <= op.start < end:
+                    return rank[index]
+            return len(spans)
+
+        ordered = sorted(ops, key=lambda op: (word_of(op), op.start))
+        # The incumbent's own text stands for the full set, so minimise without re-asking it.
+        assert self.incumbent is not None
+        self.built[tuple(sorted(ordered))] = self.incumbent
+        kept = yield from self._minimise([], ordered)
+        yield from self._prune(kept)
+
+    def _take_out(self) -> Asks:
+        for name in self.families:
+            atoms = knockout_ops(self.text, name, self.order)
+            if atoms and (yield from self._test(atoms)):
+                yield from self._shrink(atoms, name)
+                return
+        for name in self.families:  # one edit per word was not enough: every position
+            atoms = dense_ops(self.text, name, self.order)
+            if atoms and (yield from self._test(atoms)):
+                kept = yield from self._shrink(atoms, name)
+                yield from self._merge(kept, name)
+                return
+
+    def _shrink(self, atoms: list[Op], name: str) -> Asks:
+        """From a flipping set of edits to a locally minimal one; with scores, try again in
+        the order of the guard's reaction to each edit alone."""
+        kept = yield from self._minimise([], atoms)
+        kept = yield from self._prune(kept)
+        clean = self.by_text.get(self.text)
+        if len(kept) > 1 and clean is not None and clean.p_unsafe is not None and not self._at_floor():
+            singles = [self._candidate([a]) for a in atoms]
+            verdicts = yield from self._ask(singles)
+            if self._at_floor():
+                return kept
+            reaction = sorted(range(len(atoms)), key=lambda i: (-self._toward_flip(verdicts[i]), i))
+            again = yield from self._minimise([], [atoms[i] for i in reaction])
+            again = yield from self._prune(again)
+            if self._candidate(again).cost < self._candidate(kept).cost:
+                kept = again
+        return kept
+
+    def _minimise(self, base: list[Op], items: list[Op]) -> Asks:
+        """A subset M of `items` with base + M flipping, given that base + items flips: find
+        the shortest flipping prefix by galloping (1, 2, 4, ...) then bisection, keep its
+        last item, and recurse on the items before it."""
+        if not items or (base and (yield from self._test(base))):
+            return []
+        n = len(items)
+        failing, passing = 0, n  # base + items[:failing] does not flip; base + items[:passing] does
+        k = 1
+        while k < passing:
+            if (yield from self._test(base + items[:k])):
+                passing = k
+                break
+            failing = k
+            k *= 2
+        while passing - failing > 1:
+            mid = (failing + passing) // 2
+            if (yield from self._test(base + items[:mid])):
+                passing = mid
+            else:
+                failing = mid
+        last = items[passing - 1]
+        rest = yield from self._minimise([*base, last], items[: passing - 1])
+        return [*rest, last]
+
+    def _prune(self, kept: list[Op]) -> Asks:
+        """Drop edits one at a time, least likely first, while the rest still flips."""
+        kept = list(kept)
+        for op in list(reversed(kept)):
+            if len(kept) > 1:
+                trial = [o for o in kept if o != op]
+                if (yield from self._test(trial)):
+                    kept = trial
+        return kept
+
+    def _merge(self, kept: list[Op], name: str) -> Asks:
+        """Where several edits landed in one word, try one edit of the family in between."""
+        transform = get_transform(name)
+        assert isinstance(transform, EditTransform)
+        eligible = transform.eligible(self.text)
+        for start, end in word_spans(self.text):
+            inside = [op for op in kept if start <= op.start < end]
+            if len(inside) < 2:
+                continue
+            lo, hi = min(op.start for op in inside), max(op.start for op in inside)
+            middle = (lo + hi) / 2
+            for p in sorted((p for p in eligible if lo <= p <= hi), key=lambda p: (abs(p - middle), p)):
+                trial = [*(op for op in kept if op not in inside), Op.edit(name, p)]
+                if (yield from self._test(trial)):
+                    kept = trial
+                    break
+        return kept
+
+    def _put_in(self) -> Asks:
+        """Turn harmless words into probe words (or insert them), cheapest level first; all
+        placements of a level are tried in as few candidates as do not overlap."""
+        best = self.best()
+        ceiling = min(self.budget, best.cost if best else float("inf"))
+        levels: dict[int, list[Op]] = {}
+        seen = {self.text}
+        for placement in word_placements(self.text, PROBE_WORDS):
+            op = Op.replace(placement.start, placement.end, placement.replacement)
+            candidate = self._candidate([op])
+            if candidate.text in seen or candidate.cost >= ceiling:
+                continue
+            seen.add(candidate.text)
+            levels.setdefault(placement.ops, []).append(op)
+        for level in sorted(levels):
+            groups: list[list[Op]] = []
+            for op in levels[level]:
+                for group in groups:
+                    if not apart([*group, op]):
+                        continue
+                    group.append(op)
+                    break
+                else:
+                    groups.append([op])
+            found = False
+            for group in groups:
+                if (yield from self._test(group)):
+                    kept = yield from self._minimise([], group)
+                    kept = yield from self._prune(kept)
+                    found = True
+                    if len(kept) == 1:
+                        return
+            if found:
+                return
+
+    # -- the incumbent -----------------------------------------------------------------------
+
+    def _incumbent_candidate(self, flip: Flip | None) -> Candidate | None:
+        self._incumbent_ops: tuple[Op, ...] = ()
+        if flip is None:
+            return None
+        text = rebuild_text(self.text, flip.transform, flip.strength, flip.seed)
+        if text != flip.text:
+            raise ValueError(f"prompt {self.prompt.id!r}: the incumbent flip does not rebuild from "
+                             f"{flip.transform} {flip.strength} seed {flip.seed}")
+        candidate = Candidate(self.prompt.id, flip.transform, flip.strength, flip.seed, text,
+                              self.cost_model.cost(self.text, text))
+        self._incumbent_ops = incumbent_ops(self.text, flip, self.seed)
+        return candidate
+
+
+def incumbent_ops(text: str, flip: Flip, seed: int) -> tuple[Op, ...]:
+    """The incumbent as an edit script this search can prune, when it is one (an edit
+    transform's flip, or an adaptive one, made with this seed); else ()."""
+    if flip.seed != seed:
+        return ()
+    if flip.transform == ADAPTIVE:
+        return parse_script(flip.strength)
+    transform = get_transform(flip.transform)
+    chosen = getattr(transform, "chosen", None)
+    if not isinstance(transform, EditTransform) or chosen is None:
+        return ()
+    ops = tuple(Op.edit(flip.transform, p) for p in chosen(text, flip.strength, seed))
+    try:
+        same = bool(ops) and apply_ops(text, ops, seed) == flip.text
+    except ValueError:
+        same = False
+    return ops if same else ()
+
+
+def _restore(args: dict[str, Any], log: Sequence[tuple[Candidate, Verdict | None]],
+             pending: Sequence[Candidate]) -> AdaptiveSearch:
+    search = AdaptiveSearch(**args)
+    for candidate, verdict in log:
+        _hand_out(search, candidate)
+        search.receive(candidate, verdict)
+    for candidate in pending:
+        _hand_out(search, candidate)
+    return search
+
+
+def _hand_out(search: AdaptiveSearch, candidate: Candidate) -> None:
+    if candidate not in search.queue:
+        raise RuntimeError(f"replay of {search.prompt.id!r} diverged at {candidate.strength!r}")
+    search.queue.remove(candidate)
+    search.requested.add(candidate)

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+
+from margin.errors import InputError
+from margin.gap import GapRow, suite_gap
+from margin.protocols import (
+    ADAPTIVE_PROTOCOL,
+    STANDARD_PROTOCOL,
+    mark_protocol,
+    protocol_of,
+    require_one_protocol,
+)
+from margin.types import SearchResult
+
+
+def result(pid, label, cost, status="scored"):
+    return SearchResult(pid, label, "t", "safe", cost if status == "scored" else None, False, None, 3, status)
+
+
+def test_suite_gap_joins_by_prompt_in_standard_order():
+    standard = [result("a", "unsafe", 9.0), result("b", "safe", 100.0), result("c", "unsafe", 4.0),
+                result("d", "unsafe", 2.0)]
+    adaptive = [result("c", "unsafe", 4.0), result("a", "unsafe", 2.5), result("b", "safe", 0.0, "missing"),
+                result("e", "safe", 1.0)]
+    assert suite_gap(standard, adaptive) == [
+        GapRow("a", "unsafe", "t", 9.0, 2.5, 6.5),
+        GapRow("b", "safe", "t", 100.0, None, None),
+        GapRow("c", "unsafe", "t", 4.0, 4.0, 0.0),
+    ]
+
+
+def test_suite_gap_refuses_runs_that_disagree_on_labels():
+    with pytest.raises(ValueError, match="'a'"):
+        suite_gap([result("a", "unsafe", 1.0)], [result("a", "safe", 1.0)])
+
+
+def snapshot():
+    return {"meta": {"protocol": STANDARD_PROTOCOL, "methodology": "m.", "provenance": {}},
+            "data": [{"id": "g", "evaluation": {"caveats": ["c"]}}]}
+
+
+def test_adaptive_snapshots_are_labelled_and_never_mixed_with_standard_ones():
+    adaptive = mark_protocol(snapshot(), "adaptive")
+    plain = mark_protocol(snapshot(), "cheapest")
+    assert protocol_of(adaptive) == ADAPTIVE_PROTOCOL != STANDARD_PROTOCOL == protocol_of(plain)
+    assert adaptive["meta"]["provenance"]["protocol"] == ADAPTIVE_PROTOCOL
+    assert adaptive["data"][0]["evaluation"]["upper_bound"] is True
+    assert len(adaptive["data"][0]["evaluation"]["caveats"]) == 2 and "ADAPTIVE" in adaptive["meta"]["methodology"]
+    assert "upper_bound" not in plain["data"][0]["evaluation"]
+    assert require_one_protocol([plain, {"search": "exhaustive"}]) == STANDARD_PROTOCOL
+    assert require_one_protocol([adaptive, {"search": "adaptive", "protocol": ADAPTIVE_PROTOCOL}]) == ADAPTIVE_PROTOCOL
+    with pytest.raises(InputError, match="never merged or ranked") as info:
+        require_one_protocol([plain, adaptive], names=["runs/a/snapshot.json", "runs/b/snapshot.json"])
+    assert "runs/b/snapshot.json" in str(info.value)
+    with pytest.raises(InputError):
+        require_one_protocol([{"search": "cheapest"}, {"search": "adaptive"}])
