@@ -49,7 +49,7 @@ def engine_run(spec: GuardSpec, args: argparse.Namespace, search: str, out: Path
 
 
 def search_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    spec = parse_guard_spec(args.guard, replicas=args.replicas)
+    spec = parse_guard_spec(args.guard, replicas=args.replicas, num_cpus=args.num_cpus)
     prepared, cheap = engine_run(spec, args, "cheapest", work / "cheapest")
     _, full = engine_run(spec, args, "exhaustive", work / "exhaustive")
     scored = [r for r in cheap.results if r.status == "scored"]
@@ -109,7 +109,7 @@ def show(figures: dict[str, Any]) -> None:
 
 def show_search(f: dict[str, Any]) -> None:
     print(f"guard {f['guard']} on {f['dataset']} ({f['prompts']} prompts), {f['suite']} suite, "
-          f"{f['replicas']} guard actor(s), batches of {f['batch_size']}")
+          f"{f['replicas']} guard actor(s), batches of {f['batch_size']}; run took {f['benchmark_s']:.0f} s")
     print(f"(a) cheapest calls / lower bound    {f['a_calls_over_lower_bound']:.3f}   "
           f"({f['cheapest_calls']:,} / {f['lower_bound']:,}; goal <= 1.10)")
     print(f"    cheapest / exhaustive calls     {f['cheapest_over_exhaustive']:.3f}   "
@@ -131,6 +131,7 @@ def main() -> None:
     parser.add_argument("--dataset", default=str(SHARED_XSTEST) if SHARED_XSTEST.is_file() else "xstest")
     parser.add_argument("--suite", default="standard")
     parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--num-cpus", type=float, default=None, help="CPUs per guard actor (torch threads)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--http-prompts", type=int, default=150, help="prompts for the concurrent HTTP run")
     parser.add_argument("--http-serial-prompts", type=int, default=6, help="prompts for the serial HTTP run")
