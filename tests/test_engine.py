@@ -3,6 +3,8 @@ and nothing lost when guard actors die or hang."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from margin.guards.spec import GuardSpec
@@ -44,8 +46,10 @@ def test_a_guard_actor_killed_mid_run_loses_nothing(tmp_path):
         batches.append(texts)
         if len(batches) == 4:
             names = [n for n in ray.util.list_named_actors() if n.startswith("margin-guard-")]
-            assert len(names) == 1
-            ray.kill(ray.get_actor(names[0]), no_restart=False)
+            assert names  # this run's one actor (an earlier run's may still be on its way out)
+            for name in names:
+                with contextlib.suppress(ValueError):  # gone between the listing and now
+                    ray.kill(ray.get_actor(name), no_restart=False)
 
     outcome = run(tmp_path / "killed", SlowGuard(0.05, unsafe_share=0.3), on_batch=kill_once)
     assert outcome.missing == 0 and outcome.figures.restarts >= 1
