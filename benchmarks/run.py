@@ -8,8 +8,8 @@
     both give the same margins;
 (b) wall time / summed guard compute time of the cheapest run (goal <= 1.05);
 (c) mean batch fill in steady state (goal >= 90%);
-(d) throughput of a latency-bound HTTP guard (50 ms a call, served on 127.0.0.1),
-    concurrent vs one call at a time (goal >= 20x).
+(d) throughput of a latency-bound HTTP guard (50 ms a call, served on 127.0.0.1 and called
+    through margin's OpenAI-compatible backend), concurrent vs one call at a time (goal >= 20x).
 
 (a)-(c) run the Ray engine on a local Ray, cache off. The lower bound is the fewest calls any
 exact search must make: per prompt, the original, every candidate cheaper than its flip cost
@@ -94,7 +94,7 @@ def search_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def http_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from benchmarks.http_guard import HttpChatGuard, start_server
+    from benchmarks.http_guard import start_server
 
     server, url = start_server(delay_s=0.05)
     try:
@@ -102,12 +102,14 @@ def http_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for mode, concurrency, batch, limit, replicas in (
                 ("one_at_a_time", 1, 1, args.http_serial_prompts, 1),
                 ("concurrent", 64, 64, args.http_prompts, args.http_replicas)):
-            spec = GuardSpec(name="keyword", replicas=replicas, num_cpus=0)  # runtime settings for the guard below
+            # margin's OpenAI-compatible backend, one request per text, `concurrency` in flight.
+            spec = parse_guard_spec("llama-guard-3-8b", backend="openai", base_url=url, replicas=replicas,
+                                    num_cpus=0, max_batch_size=batch, backend_options={"concurrency": concurrency})
             config = RunConfig(guard=spec, dataset=args.dataset, suite="quick", search="exhaustive", cache=False,
                                batch_size=batch, engine="ray", limit=limit)
-            prepared = prepare(config, guard=HttpChatGuard(url, concurrency=concurrency, max_batch_size=batch))
-            outcome = execute(prepared, work / f"http-{mode}")
-            rates[mode] = {"texts": outcome.guard_calls, "replicas": replicas, "concurrency": concurrency, "wall_s": outcome.figures.search_s,
+            outcome = execute(prepare(config), work / f"http-{mode}")
+            rates[mode] = {"texts": outcome.guard_calls, "replicas": replicas, "concurrency": concurrency,
+                           "wall_s": outcome.figures.search_s,
                            "texts_per_s": outcome.guard_calls / outcome.figures.search_s}
     finally:
         server.terminate()
