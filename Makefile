@@ -28,6 +28,9 @@ demo: install
 test: install
 	$(BIN)/python -m pytest
 
+bench: install
+	$(BIN)/python -m benchmarks.run
+
 lint: install
 	$(BIN)/ruff check margin tests benchmarks
 	$(BIN)/mypy margin

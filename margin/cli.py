@@ -51,48 +51,146 @@ def run(
     incumbents: Annotated[str | None, typer.Option(help="adaptive: a standard run folder whose flips seed it")] = None,
     normalize: Annotated[str | None, typer.Option(
         help="normalise every text before the guard: nfkc | strip-format | nfkc+strip-format")] = None,
+    engine: Annotated[str, typer.Option(help="ray (guard actors) | local (this process, no Ray)")] = "ray",
+    ray_address: Annotated[str | None, typer.Option(help="run on this Ray cluster: auto | HOST:PORT | ray://HOST:PORT (default: $RAY_ADDRESS, else a local Ray started for the run)")] = None,
+    replicas: Annotated[int | None, typer.Option(help="guard actors (data parallelism)")] = None,
+    num_cpus: Annotated[float | None, typer.Option(help="CPUs per guard actor")] = None,
+    num_gpus: Annotated[float | None, typer.Option(help="GPUs per guard actor")] = None,
+    resume: Annotated[Path | None, typer.Option(help="continue the killed run in this folder (same options)")] = None,
+    shard: Annotated[str | None, typer.Option(help="i/n: run every n-th prompt from the i-th (join with `margin merge`)")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the verdict cache")] = False,
+    max_missing: Annotated[str, typer.Option(help="fail past this share of prompts without a verdict (1% or 0.01)")] = "1%",
+    max_attempts: Annotated[int, typer.Option(help="attempts per text before it counts as missing")] = 3,
+    call_timeout: Annotated[float, typer.Option(help="seconds a guard batch may take before it counts as hung")] = 300.0,
 ) -> None:
     """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
-    from margin.search.run import RunConfig, default_out_dir, execute, prepare
+    from margin.guards.spec import parse_guard_spec
+    from margin.search.run import (
+        CoverageError,
+        RunConfig,
+        check_coverage,
+        default_out_dir,
+        execute,
+        prepare,
+    )
+    from margin.search.shards import parse_shard
 
-    config = RunConfig(guard=guard, dataset=dataset, suite=suite, budget=budget, search=search,
+    if resume is not None and out is not None and out != resume:
+        raise InputError("give either --out or --resume (the folder to continue), not both", field="--out")
+    if max_attempts < 1:
+        raise InputError("must be at least 1", field="--max-attempts")
+    spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
+                            threshold=threshold, normalize=normalize, replicas=replicas, num_cpus=num_cpus,
+                            num_gpus=num_gpus)
+    config = RunConfig(guard=spec, dataset=dataset, suite=suite, budget=budget, search=search,
                        seed=seed, limit=limit, cost_norm=cost_norm,  # type: ignore[arg-type]
-                       batch_size=batch_size, backend=backend, model=model, base_url=base_url,
-                       api_key_env=api_key_env, threshold=threshold, max_calls=max_calls,
-                       incumbents=incumbents, normalize=normalize)
+                       batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
+                       ray_address=ray_address, shard=parse_shard(shard) if shard else None,
+                       cache=not no_cache, max_missing=parse_share(max_missing, "--max-missing"),
+                       max_attempts=max_attempts, call_timeout_s=call_timeout, max_calls=max_calls,
+                       incumbents=incumbents)
     prepared = prepare(config)
-    assert prepared.guard is not None
-    out_dir = out or default_out_dir(prepared.guard.info.id)
+    assert prepared.info is not None
+    out_dir = resume or out or default_out_dir(prepared.info.id)
+    outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
+    print_summary(outcome)
+    try:
+        check_coverage(outcome.results, config.max_missing)
+    except CoverageError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+
+
+def parse_share(text: str, flag: str) -> float:
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise InputError(f"expected a share such as 1% or 0.01, got {text!r}", field=flag) from None
+
+
+def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: Any) -> Any:
+    """Run with a live line: prompts done, flips, guard calls, calls/s, batch fill, cache hits."""
+    import time
+
     total = len(prepared.prompts)
-    stats = {"calls": 0, "flips": 0, "cached": 0}
+    stats = {"calls": 0, "flips": 0, "cached": 0, "batches": 0, "texts": 0, "capacity": 0}
+    started = time.monotonic()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err,
                   transient=True) as progress:
-        task = progress.add_task("prompts", total=total, info="")
+        task = progress.add_task("prompts", total=total, info="starting")
+
+        def show() -> None:
+            rate = stats["calls"] / max(time.monotonic() - started, 1e-9)
+            fill = stats["texts"] / (stats["batches"] * stats["capacity"]) if stats["batches"] else 0.0
+            progress.update(task, info=f"flips {stats['flips']}  guard calls {stats['calls']} "
+                                       f"({rate:,.0f}/s)  batch fill {100 * fill:.0f}%  "
+                                       f"cache hits {stats['cached']}")
 
         def on_call(call: Any) -> None:
-            stats["cached" if call.cached else "calls"] += 1
+            stats["cached"] += call.cached
+
+        def on_batch(texts: int, capacity: int, compute_s: float) -> None:
+            stats["batches"] += 1
+            stats["texts"] += texts
+            stats["calls"] += texts
+            stats["capacity"] = capacity
+            show()
 
         def on_result(result: Any) -> None:
             stats["flips"] += result.flip is not None or result.flip_cost == 0
-            progress.update(task, advance=1, info=f"flips {stats['flips']}  guard calls {stats['calls']}  "
-                                                  f"cache hits {stats['cached']}")
+            progress.update(task, advance=1)
+            show()
 
-        outcome = execute(prepared, out_dir, on_call=on_call, on_result=on_result)
-    print_summary(outcome)
+        return execute(prepared, out_dir, resume=resume, on_call=on_call, on_result=on_result,
+                       on_batch=on_batch)
 
 
 def print_summary(outcome: Any) -> None:
     from margin.report import margins_table
 
+    figures = outcome.figures
     adaptive = outcome.snapshot["meta"]["protocol"] != "margin-flip-cost/1"
     title = f"margin — {outcome.snapshot['data'][0]['id']}" + (
         " — ADAPTIVE (upper bounds; not comparable with standard-suite margins)" if adaptive else "")
     table = margins_table(outcome.snapshot["data"][0], title)  # figures with their 95% intervals
     table.add_row("guard calls", str(outcome.guard_calls))
+    table.add_row("cache hits", str(outcome.cache_hits))
+    if figures.batches:
+        rate = outcome.guard_calls / figures.search_s if figures.search_s else 0.0
+        table.add_row("calls per second", f"{rate:,.0f}")
+        table.add_row("mean batch fill %", fmt(100 * (figures.mean_fill or 0.0), 1))
+        table.add_row("guard compute / wall s", f"{figures.compute_s:.1f} / {figures.search_s:.1f}")
+    if figures.restarts or figures.timeouts:
+        table.add_row("guard actor restarts (timeouts)", f"{figures.restarts + figures.timeouts} ({figures.timeouts})")
     console.print(table)
     console.print(f"wrote {outcome.out_dir}/ (receipts.jsonl, results.jsonl, snapshot.json, curves.png/.svg); "
                   f"margin report {outcome.out_dir} for slices, coverage and flips")
+
+
+@app.command()
+def merge(
+    dirs: Annotated[list[Path], typer.Argument(help="run folders: shards, then retries (a later folder wins)")],
+    out: Annotated[Path, typer.Option(help="folder for the merged run")],
+    dataset: Annotated[str | None, typer.Option(help="the runs' dataset, if it moved since (checked by SHA-256)")] = None,
+    max_missing: Annotated[str, typer.Option(help="fail past this share of prompts without a verdict")] = "1%",
+) -> None:
+    """Join shard and retry run folders into one run (results, receipts, snapshot, curves)."""
+    from margin.search.merge import merge_runs
+    from margin.search.run import CoverageError, check_coverage
+
+    share = parse_share(max_missing, "--max-missing")
+    outcome = merge_runs(dirs, out, dataset)
+    report = outcome.report
+    console.print(f"merged {len(dirs)} run folders into {out}/: {len(outcome.results)} prompts, "
+                  f"{outcome.replaced} replaced by a later folder, {outcome.absent} in no folder")
+    console.print(f"balanced margin {fmt(report.balanced_margin)}  unsafe {fmt(report.unsafe_margin)}  "
+                  f"safe {fmt(report.safe_margin)}  missing {sum(report.missing.values())}")
+    try:
+        check_coverage(outcome.results, share)
+    except CoverageError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
 
 
 @transforms_app.command("list")
@@ -382,7 +480,9 @@ def study(
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # a command's typer.Exit(n) comes back as n here
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except InputError as exc:
         sys.stderr.write(f"error: {exc}\n")  # one line, never wrapped
         sys.exit(2)

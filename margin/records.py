@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from margin.hashing import sha256_text
-from margin.types import Flip, GuardCall, SearchResult
+from margin.types import Flip, GuardCall, GuardInfo, SearchResult
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -30,6 +31,25 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=False)
+
+
+def info_record(info: GuardInfo) -> dict[str, Any]:
+    """A guard's identity as run.json keeps it (params as [key, value] pairs, in order)."""
+    record = dataclasses.asdict(info)
+    record["params"] = [list(pair) for pair in info.params]
+    record["caveats"] = list(info.caveats)
+    return record
+
+
+def info_from_record(record: dict[str, Any]) -> GuardInfo:
+    """The inverse of `info_record`; also reads params written as an object."""
+    params = record.get("params") or []
+    pairs = params.items() if isinstance(params, dict) else params
+    known = {f.name for f in dataclasses.fields(GuardInfo)}
+    required = {"family": "", "checkpoint": "", "revision": "", "backend": ""}
+    return GuardInfo(**{**required, **{k: v for k, v in record.items() if k in known},
+                        "params": tuple((str(k), str(v)) for k, v in pairs),
+                        "caveats": tuple(str(c) for c in record.get("caveats", ()))})
 
 
 def call_record(run_id: str, guard_id: str, call: GuardCall) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from margin.errors import InputError
-from margin.records import read_jsonl, result_from_record
+from margin.records import info_from_record, read_jsonl, result_from_record
 from margin.types import GuardInfo, SearchResult
 
 
@@ -93,15 +93,4 @@ def guard_info(manifest: dict[str, Any], where: Path | str = "run.json") -> Guar
     g = manifest.get("guard")
     if not isinstance(g, dict) or "id" not in g:
         raise InputError("missing guard identity", path=where, field="guard.id")
-    return GuardInfo(
-        id=str(g["id"]),
-        family=str(g.get("family", "")),
-        checkpoint=str(g.get("checkpoint", "")),
-        revision=str(g.get("revision", "")),
-        backend=str(g.get("backend", "")),
-        template=str(g.get("template", "")),
-        template_sha256=str(g.get("template_sha256", "")),
-        threshold=g.get("threshold"),
-        params=tuple((str(k), str(v)) for k, v in (g.get("params") or {}).items()),
-        caveats=tuple(str(c) for c in g.get("caveats", ())),
-    )
+    return info_from_record(g)

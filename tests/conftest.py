@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,3 +31,24 @@ def xstest_csv() -> Path:
     if not XSTEST_CSV.is_file():
         pytest.skip(f"XSTest copy not found at {XSTEST_CSV} (../shared is absent in outside clones)")
     return XSTEST_CSV
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """One small local Ray for the whole test session (local_mode is gone); yields its address."""
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR, configure_logging=True)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture
+def ray_address(ray_cluster: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point `margin run` subprocesses at the session's Ray ($RAY_ADDRESS) rather than each
+    starting its own (several seconds apiece on two cores)."""
+    monkeypatch.setenv("RAY_ADDRESS", ray_cluster)
+    return ray_cluster

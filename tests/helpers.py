@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from margin.guards.base import Guard
 from margin.types import GuardInfo, Verdict
@@ -88,3 +90,38 @@ class ProbabilityGuard(Guard):
         self.seen.extend(texts)
         return [Verdict("unsafe" if (p := self.p(t)) >= self.threshold else "safe", p_unsafe=p, raw=str(p))
                 for t in texts]
+
+
+class SlowGuard(HashGuard):
+    """A HashGuard whose every call takes `delay_s`, so a run lasts long enough to disturb."""
+
+    max_batch_size = 16
+
+    def __init__(self, delay_s: float = 0.01, **kwargs: float | str) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.delay_s = delay_s
+
+    def classify(self, texts: Sequence[str]) -> list[Verdict | None]:
+        time.sleep(self.delay_s)
+        return super().classify(texts)
+
+
+class FaultScheduleGuard(HashGuard):
+    """A HashGuard that raises on 20% of its calls and hangs on 5%, on a fixed schedule.
+
+    The call counter lives in a file, so the schedule carries on when Ray restarts the
+    actor (a restart rebuilds the guard from scratch)."""
+
+    def __init__(self, counter: Path, hang_s: float = 3600.0, **kwargs: float | str) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.counter = counter
+        self.hang_s = hang_s
+
+    def classify(self, texts: Sequence[str]) -> list[Verdict | None]:
+        number = int(self.counter.read_text() or 0) if self.counter.exists() else 0
+        self.counter.write_text(str(number + 1))
+        if number % 20 == 8:
+            time.sleep(self.hang_s)  # a hang: only the engine's timeout gets past it
+        if number % 5 == 2:
+            raise ConnectionError("simulated guard failure")
+        return super().classify(texts)

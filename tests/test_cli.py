@@ -10,6 +10,9 @@ import pytest
 
 from tests.conftest import REPO
 
+# `margin run` subprocesses join the session's Ray instead of each starting one.
+pytestmark = pytest.mark.usefixtures("ray_address")
+
 GUARD_FILE = '''
 class Mine:
     def classify(self, texts):

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from margin.protocols import ADAPTIVE_PROTOCOL, STANDARD_PROTOCOL
 from margin.search.edits import rebuild_text
 from tests.test_cli import margin
+
+pytestmark = pytest.mark.usefixtures("ray_address")  # join the session's Ray, not one per run
 
 
 def lines(path):

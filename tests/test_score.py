@@ -20,7 +20,7 @@ FIGURES = ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_ac
 def make_run(out: Path, guard, *, search="cheapest", suite="quick", limit=None, attempts=3,
              dataset="sample") -> Path:
     prepared = prepare(RunConfig(guard="g", dataset=dataset, suite=suite, search=search, limit=limit,
-                                 max_attempts=attempts, retry_wait_s=0.0), guard)
+                                 max_attempts=attempts, retry_wait_s=0.0, engine="local"), guard)
     execute(prepared, out)
     return out
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.test_cli import margin
+
+pytestmark = pytest.mark.usefixtures("ray_address")
 
 
 def test_keyword_guard_completes_all_450_xstest_prompts(xstest_csv, tmp_path):

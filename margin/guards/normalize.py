@@ -46,19 +46,23 @@ def normalize(text: str, how: str) -> str:
     return text
 
 
+def normalized_info(base: GuardInfo, how: str) -> GuardInfo:
+    """The identity of guard `base` behind normalisation `how`."""
+    return dataclasses.replace(
+        base,
+        id=f"{base.id}+{how}",
+        params=(*base.params, ("normalize", how)),
+        caveats=(*base.caveats, f"texts normalised ({how}) before the guard sees them"),
+    )
+
+
 class NormalizingGuard(Guard):
     def __init__(self, inner: Guard, how: str) -> None:
         normalize("", how)  # refuse an unknown normalisation now, not at the first call
         self.inner = inner
         self.how = how
         self.max_batch_size = inner.max_batch_size
-        base = inner.info
-        self._info = dataclasses.replace(
-            base,
-            id=f"{base.id}+{how}",
-            params=(*base.params, ("normalize", how)),
-            caveats=(*base.caveats, f"texts normalised ({how}) before the guard sees them"),
-        )
+        self._info = normalized_info(inner.info, how)
 
     @property
     def info(self) -> GuardInfo:

@@ -53,6 +53,8 @@ class GuardSpec(BaseModel):
     threshold: float | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     backend_options: dict[str, Any] = Field(default_factory=dict)
+    # Pre-processing before the guard (`--normalize`): part of the guard's identity.
+    normalize: str | None = None
 
     num_cpus: float = 1.0
     num_gpus: float = 0.0
@@ -71,6 +73,16 @@ class GuardSpec(BaseModel):
     def _positive(cls, value: int | None) -> int | None:
         if value is not None and value < 1:
             raise ValueError("must be at least 1")
+        return value
+
+    @field_validator("normalize")
+    @classmethod
+    def _normalize(cls, value: str | None) -> str | None:
+        from margin.guards.normalize import NORMALIZATIONS
+
+        if value is not None and value not in NORMALIZATIONS:
+            raise ValueError(f"unknown normalisation {value!r}; expected one of {', '.join(NORMALIZATIONS)}"
+                             f"{did_you_mean(value, NORMALIZATIONS)}")
         return value
 
     @field_validator("api_key_env")
@@ -115,7 +127,8 @@ def _validated(**fields: Any) -> GuardSpec:
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(x) for x in error["loc"]) or "guard"
-        flag = {"threshold": "--threshold", "api_key_env": "--api-key-env"}.get(where, where)
+        flag = {"threshold": "--threshold", "api_key_env": "--api-key-env",
+                "normalize": "--normalize"}.get(where, where)
         raise InputError(error["msg"], field=flag) from None
 
 
@@ -255,11 +268,19 @@ def build_guard(spec: GuardSpec) -> Guard:
         raise InputError(f"unknown guard {spec.name!r}", field="--guard")
     if spec.max_batch_size is not None:
         guard.max_batch_size = spec.max_batch_size
+    if spec.normalize is not None:
+        from margin.guards.normalize import NormalizingGuard
+
+        guard = NormalizingGuard(guard, spec.normalize)
     return guard
 
 
 def describe_guard(spec: GuardSpec) -> GuardInfo:
     """The guard's identity; cheap for every built-in guard (no model is loaded)."""
+    if spec.normalize is not None:
+        from margin.guards.normalize import normalized_info
+
+        return normalized_info(describe_guard(spec.model_copy(update={"normalize": None})), spec.normalize)
     if spec.name == "minilm":
         from margin.guards.minilm import describe
 

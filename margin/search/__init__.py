@@ -1,1 +1,2 @@
-"""The per-prompt search: candidates, strategies and the drivers that run them."""
+"""The per-prompt search and its engine: candidates, strategies, the driver, Ray guard actors,
+the verdict cache, resume, shards and merge."""

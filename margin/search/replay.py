@@ -22,8 +22,8 @@ from margin.errors import InputError
 from margin.hashing import sha256_text
 from margin.observations import VerdictKey
 from margin.rundir import read_records
-from margin.search.source import OnCall
-from margin.types import Candidate, Verdict
+from margin.search.strategies import PromptSearch
+from margin.types import Candidate, SearchResult, Verdict
 
 VERDICT_LABELS = ("safe", "unsafe", "invalid")
 
@@ -113,14 +113,24 @@ def read_verdicts(paths: Sequence[Path], recorded: RecordedVerdicts | None = Non
 
 
 class ReplaySource:
-    """Answers a driver's requests from recorded verdicts; records which keys it was asked."""
+    """Answers searches' requests from recorded verdicts; records which keys it was asked."""
 
     def __init__(self, recorded: Mapping[VerdictKey, Recorded]) -> None:
         self.recorded = recorded
         self.asked: set[VerdictKey] = set()
 
-    def resolve(self, requests: Sequence[Candidate], on_call: OnCall) -> dict[Candidate, Verdict | None]:
-        return {candidate: self.verdict(candidate) for candidate in requests}
+    def run(self, searches: Sequence[PromptSearch]) -> list[SearchResult]:
+        """Every search to completion on recorded verdicts, calling no guard. A search's
+        result does not depend on how many candidates it is handed at once, so each is
+        simply given all it asks for."""
+        for search in searches:
+            while not search.done:
+                requests = search.next_requests(1 << 30)
+                if not requests:
+                    raise RuntimeError(f"search for {search.prompt.id!r} waits but asks for nothing")
+                for candidate in requests:
+                    search.receive(candidate, self.verdict(candidate))
+        return [search.result() for search in searches]
 
     def verdict(self, candidate: Candidate) -> Verdict | None:
         key = candidate_key(candidate)

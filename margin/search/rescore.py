@@ -17,7 +17,6 @@ from margin.errors import InputError
 from margin.observations import PromptObservations, Variant
 from margin.records import atomic_write_text, dumps, write_results
 from margin.rundir import guard_info, read_manifest, read_results
-from margin.search.driver import drive
 from margin.search.replay import (
     Recorded,
     RecordedVerdicts,
@@ -187,8 +186,7 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
 
     searches = prepared.searches()
     source = ReplaySource(recorded.by_key)
-    total = sum(len(s.candidates) + 1 for s in searches)
-    results = drive(searches, source, batch_size=max(total, 1), on_call=lambda _: None)
+    results = source.run(searches)
     # A result's guard_calls is what the run asked the guard about for that prompt, as recorded.
     keys_by_prompt = {s.prompt.id: [candidate_key(c) for c in (s.original, *s.candidates)] for s in searches}
     if prepared.config.search == "adaptive":

@@ -1,42 +1,57 @@
 """A whole run: dataset + suite + guard -> receipts, results, snapshot and curves.
 
-`prepare` validates every input and builds every candidate without writing anything or
-calling the guard; `execute` runs the searches and is the only writer of the run folder.
+`prepare` validates every input and builds every candidate without writing anything, loading
+a model or calling the guard; `execute` runs the searches (on Ray guard actors by default,
+or in this process) and its driver is the only writer of the run folder; `finish` writes
+results, snapshot and curves for finished searches.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from margin.cost import COST_NORMS, CostModel, CostNorm
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.base import Guard
-from margin.guards.normalize import NORMALIZATIONS, NormalizingGuard
-from margin.guards.spec import GuardSpec, build_guard, parse_guard_spec
+from margin.guards.spec import GuardSpec, build_guard, describe_guard, parse_guard_spec
 from margin.plots import CurveSeries, curves_figure, save
 from margin.protocols import mark_protocol, protocol_for
-from margin.records import ReceiptWriter, atomic_write_text, dumps, write_results
+from margin.records import (
+    ReceiptWriter,
+    atomic_write_text,
+    dumps,
+    info_from_record,
+    info_record,
+    read_jsonl,
+    write_results,
+)
 from margin.search.adaptive import DEFAULT_MAX_CALLS
+from margin.search.cache import VerdictCache, default_cache_path
 from margin.search.candidates import build_candidates, original_candidate
-from margin.search.driver import drive
+from margin.search.driver import Driver, Replay, Source
 from margin.search.incumbents import load_incumbents
+from margin.search.resume import check_manifest, cut_torn_tail, load_replay
+from margin.search.shards import select_shard
 from margin.search.source import InProcessSource
 from margin.search.strategies import STRATEGIES, PromptSearch, make_search
 from margin.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
-from margin.suggest import did_you_mean
 from margin.transforms.suites import Suite, load_suite
-from margin.types import Flip, GuardCall, GuardInfo, MarginReport, Prompt, SearchResult
+from margin.types import Candidate, Flip, GuardCall, GuardInfo, MarginReport, Prompt, SearchResult
+
+Engine = Literal["ray", "local"]
+ENGINES: tuple[Engine, ...] = ("ray", "local")
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    guard: str
+    guard: str | GuardSpec
     dataset: str = "sample"
     suite: str = "standard"
     budget: float = 100.0
@@ -47,6 +62,14 @@ class RunConfig:
     batch_size: int = 64
     max_attempts: int = 3
     retry_wait_s: float = 0.5
+    engine: Engine = "ray"
+    ray_address: str | None = None
+    shard: tuple[int, int] | None = None
+    cache: bool = True
+    cache_path: Path | None = None  # default: verdicts.sqlite in margin's cache folder
+    max_missing: float = 0.01  # share of prompts that may end missing before the run fails
+    call_timeout_s: float = 300.0
+    max_wait_s: float = 0.005
     # --search adaptive only: guard calls per prompt, and a standard run whose flips seed it.
     max_calls: int | None = None
     incumbents: str | None = None
@@ -56,11 +79,16 @@ class RunConfig:
     base_url: str | None = None
     api_key_env: str | None = None
     threshold: float | None = None
+    normalize: str | None = None  # nfkc | strip-format | nfkc+strip-format, before the guard
 
     def guard_spec(self) -> GuardSpec:
-        return parse_guard_spec(self.guard, backend=self.backend, model=self.model, base_url=self.base_url,
-                                api_key_env=self.api_key_env, threshold=self.threshold)
-    normalize: str | None = None  # nfkc | strip-format | nfkc+strip-format, before the guard
+        overrides = {"backend": self.backend, "model": self.model, "base_url": self.base_url,
+                     "api_key_env": self.api_key_env, "threshold": self.threshold,
+                     "normalize": self.normalize}
+        if isinstance(self.guard, GuardSpec):
+            given = {k: v for k, v in overrides.items() if v is not None}
+            return self.guard.model_copy(update=given) if given else self.guard
+        return parse_guard_spec(self.guard, **overrides)
 
 
 @dataclass
@@ -70,8 +98,10 @@ class PreparedRun:
     suite: Suite
     cost_model: CostModel
     prompts: tuple[Prompt, ...]
-    candidates: dict[str, list[Any]]
-    guard: Guard | None = None
+    candidates: dict[str, list[Candidate]]
+    spec: GuardSpec | None = None  # None only for `margin score` replays, which run no guard
+    info: GuardInfo | None = None
+    guard: Guard | None = None  # an instance a library user passed in: used instead of the spec
     incumbents: dict[str, Flip] = field(default_factory=dict)
 
     def searches(self) -> list[PromptSearch]:
@@ -88,25 +118,21 @@ class PreparedRun:
                 "max_calls": self.config.max_calls or DEFAULT_MAX_CALLS,
                 "incumbent": self.incumbents.get(prompt.id)}
 
-    def manifest(self) -> dict[str, Any]:
-        """Everything that decides a run's results; resume and publish compare it."""
-        assert self.guard is not None
-        info = self.guard.info
+    def manifest(self, info: GuardInfo | None = None) -> dict[str, Any]:
+        """Everything that decides a run's results; resume and merge compare it."""
+        guard = info or self.info
+        assert guard is not None, "a manifest needs the guard's identity"
         return {
             "dataset": {"name": self.dataset.name, "source": self.dataset.source, "sha256": self.dataset.sha256},
             "suite": {"name": self.suite.name, "source": self.suite.source, "sha256": self.suite.sha256},
-            "guard": {"id": info.id, "family": info.family, "checkpoint": info.checkpoint,
-                      "revision": info.revision, "backend": info.backend,
-                      "template_sha256": info.template_sha256, "threshold": info.threshold,
-                      "params": dict(info.params),
-                      # kept so `margin score` rebuilds the snapshot's evaluation block exactly
-                      "template": info.template, "caveats": list(info.caveats)},
+            "guard": info_record(guard),
             "budget": self.config.budget,
             "cost_norm": self.config.cost_norm,
             "corpus_mean_length": self.cost_model.corpus_mean_length,
             "search": self.config.search,
             "seed": self.config.seed,
             "limit": self.config.limit,
+            "shard": list(self.config.shard) if self.config.shard else None,
             **self.adaptive_manifest(),
         }
 
@@ -120,6 +146,33 @@ class PreparedRun:
 
 
 @dataclass
+class EngineFigures:
+    """How the run went, for the summary and the benchmarks (never part of the results)."""
+
+    engine: str = "local"
+    replicas: int = 1
+    capacity: int = 0  # texts per guard batch
+    batches: int = 0
+    batch_texts: int = 0
+    steady_batches: int = 0
+    steady_texts: int = 0
+    compute_s: float = 0.0  # summed guard compute time over batches
+    search_s: float = 0.0  # wall time from the first call to the last result
+    restarts: int = 0
+    timeouts: int = 0
+
+    @property
+    def mean_fill(self) -> float | None:
+        return self.batch_texts / (self.batches * self.capacity) if self.batches and self.capacity else None
+
+    @property
+    def steady_fill(self) -> float | None:
+        if not self.steady_batches or not self.capacity:
+            return None
+        return self.steady_texts / (self.steady_batches * self.capacity)
+
+
+@dataclass
 class RunOutcome:
     out_dir: Path
     results: list[SearchResult]
@@ -129,20 +182,36 @@ class RunOutcome:
     cache_hits: int = 0
     missing: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    figures: EngineFigures = field(default_factory=EngineFigures)
+
+
+class CoverageError(Exception):
+    """Too many prompts ended missing: the run's outputs are written, but it failed."""
 
 
 def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
+    """Validate every input and describe the guard, loading no model and writing nothing.
+
+    A library user may pass a Guard instance instead of naming one: it is used as it is
+    (on Ray it is shipped to the actors), and `config.guard` only names it."""
+    if guard is not None and not isinstance(config.guard, GuardSpec):
+        spec = GuardSpec(name=config.guard)  # runtime defaults; the identity is guard.info
+    else:
+        spec = config.guard_spec()
+    if spec.replicas < 1:
+        raise InputError("must be at least 1", field="--replicas")
     prepared = prepare_inputs(config)
-    prepared.guard = guard or build_guard(config.guard_spec())
-    if config.normalize is not None:
-        prepared.guard = NormalizingGuard(prepared.guard, config.normalize)
+    prepared.spec = spec
+    prepared.guard = guard
+    prepared.info = guard.info if guard is not None else describe_guard(spec)
     if config.incumbents:
         prepared.incumbents = load_incumbents(config.incumbents, prepared.manifest())
     return prepared
 
 
 def prepare_inputs(config: RunConfig) -> PreparedRun:
-    """Validate the inputs and build every candidate, loading no guard (`margin score` replays)."""
+    """Validate the inputs and build every candidate; no guard is involved (`margin score`
+    replays through this)."""
     if config.budget <= 0:
         raise InputError("must be positive", field="--budget")
     if config.search not in STRATEGIES:
@@ -153,19 +222,20 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
                          field="--cost-norm")
     if config.limit is not None and config.limit < 1:
         raise InputError("must be at least 1", field="--limit")
+    if config.engine not in ENGINES:
+        raise InputError(f"unknown engine {config.engine!r}; expected ray or local", field="--engine")
+    if not 0 <= config.max_missing <= 1:
+        raise InputError("must be a share between 0 and 1 (or a percentage such as 1%)", field="--max-missing")
     if config.search != "adaptive" and (config.max_calls is not None or config.incumbents):
         raise InputError("only --search adaptive takes --max-calls and --incumbents", field="--search")
     if config.max_calls is not None and config.max_calls < 2:
         raise InputError("must be at least 2 (the original and one edit)", field="--max-calls")
-    if config.normalize is not None and config.normalize not in NORMALIZATIONS:
-        raise InputError(f"unknown normalisation {config.normalize!r}; expected one of "
-                         f"{', '.join(NORMALIZATIONS)}{did_you_mean(config.normalize, NORMALIZATIONS)}",
-                         field="--normalize")
     dataset = load_dataset(config.dataset)
     suite = load_suite(config.suite)
     # The corpus norm uses every prompt of the dataset, so --limit and shards keep the same units.
     cost_model = CostModel.for_corpus(dataset.texts, config.cost_norm)
     prompts = dataset.prompts[: config.limit] if config.limit else dataset.prompts
+    prompts = select_shard(prompts, config.shard)
     candidates = {  # adaptive search makes its own
         p.id: [] if config.search == "adaptive" else build_candidates(p, suite, cost_model, config.budget, config.seed)
         for p in prompts
@@ -179,77 +249,175 @@ def default_out_dir(guard_id: str) -> Path:
     return Path("runs") / f"{safe}-{stamp}"
 
 
-def claim_out_dir(out_dir: Path) -> None:
+def check_out_dir(out_dir: Path) -> None:
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise InputError("output folder exists and is not empty; choose another --out", path=out_dir)
+        raise InputError("output folder exists and is not empty; choose another --out (or --resume it)",
+                         path=out_dir)
+
+
+def claim_out_dir(out_dir: Path) -> None:
+    check_out_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def check_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> None:
+    """Refuse a used --out, or a --resume folder of another run, before anything starts."""
+    if not resume:
+        check_out_dir(out_dir)
+        return
+    saved_path = out_dir / "run.json"
+    if not saved_path.is_file():
+        raise InputError("not a run folder (no run.json)", path=out_dir, field="--resume")
+    saved = next(iter(read_jsonl(saved_path)), None) if saved_path.stat().st_size else None
+    if not isinstance(saved, dict):
+        raise InputError("run.json is empty or not a JSON object", path=saved_path)
+    check_manifest(out_dir, saved, prepared.manifest())
+
+
+def open_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> Replay:
+    """Claim a new run folder (writing run.json), or load what a killed run recorded."""
+    check_run_dir(prepared, out_dir, resume)
+    if not resume:
+        claim_out_dir(out_dir)
+        atomic_write_text(out_dir / "run.json", dumps(prepared.manifest()) + "\n")
+        return Replay()
+    receipts = out_dir / "receipts.jsonl"
+    cut_torn_tail(receipts)
+    return load_replay(receipts)
+
+
+def make_source(prepared: PreparedRun) -> Source:
+    config, spec = prepared.config, prepared.spec
+    assert spec is not None, "prepare() describes the guard before a run"
+    if config.engine == "local":
+        guard = prepared.guard or build_guard(spec)
+        return InProcessSource(guard, max_attempts=config.max_attempts, retry_wait_s=config.retry_wait_s)
+    from margin.search.runtime import RaySource
+
+    return RaySource(
+        prepared.guard or spec, replicas=spec.replicas, num_cpus=spec.num_cpus, num_gpus=spec.num_gpus,
+        max_batch_size=spec.max_batch_size or config.batch_size, max_wait_s=config.max_wait_s,
+        max_attempts=config.max_attempts, retry_wait_s=config.retry_wait_s,
+        call_timeout_s=config.call_timeout_s,
+    )
 
 
 def execute(
     prepared: PreparedRun,
     out_dir: Path,
     *,
+    resume: bool = False,
     on_call: Callable[[GuardCall], None] = lambda _: None,
     on_result: Callable[[SearchResult], None] = lambda _: None,
+    on_batch: Callable[[int, int, float], None] = lambda *_: None,
 ) -> RunOutcome:
-    assert prepared.guard is not None
     config = prepared.config
-    guard = prepared.guard
-    claim_out_dir(out_dir)
-    manifest = prepared.manifest()
-    atomic_write_text(out_dir / "run.json", dumps(manifest) + "\n")
-    run_id = secrets.token_hex(8)
-    receipts = ReceiptWriter(out_dir / "receipts.jsonl", run_id, guard.info.id)
-    source = InProcessSource(guard, max_attempts=config.max_attempts, retry_wait_s=config.retry_wait_s)
-    counts = {"cached": 0, "missing": 0}
-
-    def record_call(call: GuardCall) -> None:
-        receipts.call(call)
-        counts["cached"] += call.cached
-        on_call(call)
-
-    def record_result(result: SearchResult) -> None:
-        receipts.result(result)
-        counts["missing"] += result.status == "missing"
-        on_result(result)
-
+    assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"
+    spec, info = prepared.spec, prepared.info
+    check_run_dir(prepared, out_dir, resume)  # before Ray starts: a wrong folder fails fast
+    figures = EngineFigures(engine=config.engine,
+                            replicas=spec.replicas if config.engine == "ray" else 1)
+    started_ray = False
+    source: Source | None = None
+    receipts: ReceiptWriter | None = None
+    cache: VerdictCache | None = None
     try:
-        results = drive(prepared.searches(), source, batch_size=max(config.batch_size, 1),
+        if config.engine == "ray":
+            from margin.search.runtime import RaySource, connect
+
+            started_ray = connect(config.ray_address)
+            source = make_source(prepared)
+            assert isinstance(source, RaySource)
+            built = source.start()
+            if built != info:
+                raise RuntimeError(f"the guard built on the cluster is not the guard described here "
+                                   f"(is the same margin installed on every node?): {built} != {info}")
+        else:
+            source = make_source(prepared)
+        # Only now, with the guard running, is anything written.
+        replay = open_run_dir(prepared, out_dir, resume)
+        receipts = ReceiptWriter(out_dir / "receipts.jsonl", replay.run_id or secrets.token_hex(8), info.id)
+        writer = receipts
+        if config.cache:
+            cache = VerdictCache(config.cache_path or default_cache_path(), info)
+
+        def record_call(call: GuardCall) -> None:
+            writer.call(call)
+            on_call(call)
+
+        def record_result(result: SearchResult) -> None:
+            if result.prompt_id not in replay.results:  # a killed run may have written it
+                writer.result(result)
+            on_result(result)
+
+        driver = Driver(prepared.searches(), max_attempts=config.max_attempts,
+                        retry_wait_s=config.retry_wait_s, cache=cache, replay=replay,
                         on_call=record_call, on_result=record_result)
+        # Steady state: enough prompts still searching to fill every batch that can be in flight.
+        slots = figures.replicas * getattr(source, "calls_per_actor", 1)
+
+        def record_batch(texts: int, capacity: int, compute_s: float) -> None:
+            figures.capacity = capacity
+            figures.batches += 1
+            figures.batch_texts += texts
+            figures.compute_s += compute_s
+            if driver.active >= capacity * slots:
+                figures.steady_batches += 1
+                figures.steady_texts += texts
+            on_batch(texts, capacity, compute_s)
+
+        began = time.perf_counter()
+        batch_size = min(config.batch_size, spec.max_batch_size or config.batch_size)
+        source.run(driver, max(batch_size, 1), record_batch)
+        figures.search_s = time.perf_counter() - began
+        stats = getattr(source, "stats", None)
+        figures.restarts = getattr(stats, "restarts", 0)
+        figures.timeouts = getattr(stats, "timeouts", 0)
     finally:
-        receipts.close()
-    return finish(prepared, out_dir, results, guard_calls=source.calls, cache_hits=counts["cached"])
+        if receipts is not None:
+            receipts.close()
+        if cache is not None:
+            cache.close()
+        if config.engine == "ray":
+            from margin.search.runtime import RaySource, disconnect
+
+            if isinstance(source, RaySource):
+                source.close()
+            disconnect(started_ray)
+    outcome = finish(prepared, out_dir, driver.ordered_results(), guard_calls=driver.stats.sent,
+                     cache_hits=driver.stats.cache_hits)
+    outcome.figures = figures
+    return outcome
 
 
-def finish(prepared: PreparedRun, out_dir: Path, results: list[SearchResult], *,
-           guard_calls: int, cache_hits: int = 0) -> RunOutcome:
-    """Write results, snapshot and curves for finished searches."""
-    assert prepared.guard is not None
-    write_results(out_dir / "results.jsonl", results)
-    snapshot, entry = run_snapshot(prepared, prepared.guard.info, results)
-    atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
-    write_curves(out_dir / "curves", snapshot)
-    return RunOutcome(out_dir, results, entry.report, snapshot, guard_calls, cache_hits,
-                      missing=sum(1 for r in results if r.status == "missing"))
+def provenance(manifest: dict[str, Any], prompts: int) -> dict[str, Any]:
+    return {
+        "dataset": {"name": manifest["dataset"]["name"], "sha256": manifest["dataset"]["sha256"]},
+        "suite": {"name": manifest["suite"]["name"], "sha256": manifest["suite"]["sha256"]},
+        "budget": manifest["budget"],
+        "cost_norm": manifest["cost_norm"],
+        "corpus_mean_length": manifest["corpus_mean_length"],
+        "seed": manifest["seed"],
+        "search": manifest["search"],
+        "prompts": prompts,
+        **({"shard": manifest["shard"]} if manifest.get("shard") else {}),
+    }
+
+
+def snapshot_for(manifest: dict[str, Any], guard: GuardInfo,
+                 results: list[SearchResult]) -> tuple[dict[str, Any], SnapshotEntry]:
+    """A run's snapshot from its manifest and results; `margin run`, `margin merge` and
+    `margin score` all build it here, so a rescore or a merge matches a run exactly."""
+    evaluation = {"search": manifest["search"], "seed": manifest["seed"],
+                  "normalize": dict(guard.params).get("normalize", "none")}
+    entry = snapshot_entry(guard, results, float(manifest["budget"]), evaluation)
+    snapshot = build_snapshot([entry], provenance(manifest, len(results)))
+    return mark_protocol(snapshot, manifest["search"]), entry
 
 
 def run_snapshot(prepared: PreparedRun, guard: GuardInfo,
                  results: list[SearchResult]) -> tuple[dict[str, Any], SnapshotEntry]:
-    """The run's snapshot; `margin score` calls this too, so a rescore matches it exactly."""
-    config = prepared.config
-    provenance = {
-        "dataset": {"name": prepared.dataset.name, "sha256": prepared.dataset.sha256},
-        "suite": {"name": prepared.suite.name, "sha256": prepared.suite.sha256},
-        "budget": config.budget,
-        "cost_norm": config.cost_norm,
-        "corpus_mean_length": prepared.cost_model.corpus_mean_length,
-        "seed": config.seed,
-        "search": config.search,
-        "prompts": len(prepared.prompts),
-    }
-    evaluation = {"search": config.search, "seed": config.seed, "normalize": config.normalize or "none"}
-    entry = snapshot_entry(guard, results, config.budget, evaluation)
-    return mark_protocol(build_snapshot([entry], provenance), config.search), entry
+    return snapshot_for(prepared.manifest(guard), guard, results)
 
 
 def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:
@@ -260,3 +428,32 @@ def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:
            else f"{meta['suite']['name']} suite")
     title = f"{record['id']} on {meta['dataset']['name']} ({how})"
     save(curves_figure([CurveSeries.from_record(record)], title), stem)
+
+
+def write_outputs(out_dir: Path, manifest: dict[str, Any],
+                  results: list[SearchResult]) -> tuple[MarginReport, dict[str, Any]]:
+    """results.jsonl, snapshot.json and curves (PNG, SVG) from a manifest and finished results."""
+    snapshot, entry = snapshot_for(manifest, info_from_record(manifest["guard"]), results)
+    write_results(out_dir / "results.jsonl", results)
+    atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
+    write_curves(out_dir / "curves", snapshot)
+    return entry.report, snapshot
+
+
+def finish(prepared: PreparedRun, out_dir: Path, results: list[SearchResult], *,
+           guard_calls: int, cache_hits: int = 0) -> RunOutcome:
+    """Write results, snapshot and curves for finished searches."""
+    report, snapshot = write_outputs(out_dir, prepared.manifest(), results)
+    return RunOutcome(out_dir, results, report, snapshot, guard_calls, cache_hits,
+                      missing=sum(1 for r in results if r.status == "missing"))
+
+
+def check_coverage(results: list[SearchResult], max_missing: float) -> None:
+    """Fail a run whose lost coverage is above `max_missing` (a share of its prompts)."""
+    missing = sum(1 for r in results if r.status == "missing")
+    if results and missing / len(results) > max_missing:
+        raise CoverageError(
+            f"{missing} of {len(results)} prompts ({100 * missing / len(results):.1f}%) have no verdict "
+            f"after every retry, above --max-missing {100 * max_missing:g}%; their errors are in "
+            f"receipts.jsonl (rerun with --resume to retry them, or raise --max-attempts)"
+        )

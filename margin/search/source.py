@@ -1,79 +1,72 @@
-"""Verdict sources: where a driver gets verdicts for candidates.
+"""The verdict source in this process: one guard, called in batches.
 
-`InProcessSource` calls a Guard in this process, in batches of unique texts, retrying
-texts that produced no output. A text is never sent twice in one run: later requests for
-it are answered from memory and recorded as cached.
+`call_guard` is the one place a Guard is called; guard actors on Ray use it too, so a
+guard behaves the same wherever it runs.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from margin.guards.base import Guard
-from margin.types import Candidate, GuardCall, Verdict
+from margin.search.driver import Driver, OnBatch
+from margin.types import Verdict
 
-OnCall = Callable[[GuardCall], None]
+
+@dataclass(frozen=True, slots=True)
+class BatchOutput:
+    """One guard call: an output or None per text, why any are None, and compute time."""
+
+    verdicts: list[Verdict | None]
+    errors: list[str | None]
+    compute_s: float
+
+
+def call_guard(guard: Guard, texts: Sequence[str]) -> BatchOutput:
+    started = time.perf_counter()
+    try:
+        outputs = list(guard.classify(list(texts)))
+        if len(outputs) != len(texts):
+            raise RuntimeError(f"guard returned {len(outputs)} outputs for {len(texts)} texts")
+        errors: list[str | None] = [None if v is not None else "no output" for v in outputs]
+    except Exception as exc:  # any failure of the guard is "no output", retried
+        message = f"{type(exc).__name__}: {exc}"[:500]
+        outputs, errors = [None] * len(texts), [message] * len(texts)
+    return BatchOutput(outputs, errors, time.perf_counter() - started)
 
 
 class InProcessSource:
+    """Calls a Guard in this process, one batch at a time."""
+
     def __init__(self, guard: Guard, *, max_attempts: int = 3, retry_wait_s: float = 0.5) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         self.guard = guard
         self.max_attempts = max_attempts
         self.retry_wait_s = retry_wait_s
-        self.memo: dict[str, Verdict] = {}
         self.calls = 0  # texts sent to the guard, attempts included
+        self.batches: list[tuple[int, float]] = []  # (texts, compute seconds) per guard call
 
-    def resolve(self, requests: Sequence[Candidate], on_call: OnCall) -> dict[Candidate, Verdict | None]:
-        finals: dict[Candidate, Verdict | None] = {}
-        fresh: dict[str, list[Candidate]] = {}
-        for candidate in requests:
-            if candidate.text in self.memo:
-                finals[candidate] = self.memo[candidate.text]
-                on_call(GuardCall(candidate, finals[candidate], attempt=0, latency_s=0.0, cached=True))
-            else:
-                fresh.setdefault(candidate.text, []).append(candidate)
-        pending = list(fresh)
-        for attempt in range(1, self.max_attempts + 1):
-            if not pending:
-                break
-            if attempt > 1 and self.retry_wait_s > 0:
-                time.sleep(self.retry_wait_s * 2 ** (attempt - 2))
-            failed: list[str] = []
-            for start in range(0, len(pending), self.guard.max_batch_size):
-                chunk = pending[start : start + self.guard.max_batch_size]
-                failed.extend(self._call(chunk, attempt, fresh, on_call))
-            pending = failed
-        for text, candidates in fresh.items():
-            verdict = self.memo.get(text)
-            for candidate in candidates:
-                finals[candidate] = verdict
-        return finals
+    def run(self, driver: Driver, batch_size: int, on_batch: OnBatch | None = None) -> None:
+        size = max(1, min(batch_size, self.guard.max_batch_size))
+        while not driver.finished:
+            taken = driver.take(size)
+            if not taken:
+                due = driver.next_due()
+                if due is None:
+                    raise RuntimeError("searches are waiting but nothing is queued")
+                time.sleep(max(0.0, due - driver.clock()))
+                continue
+            output = call_guard(self.guard, [text for text, _ in taken])
+            self.calls += len(taken)
+            self.batches.append((len(taken), output.compute_s))
+            latency = output.compute_s / len(taken)
+            driver.deliver_many(
+                (text, attempt, verdict, latency, error)
+                for (text, attempt), verdict, error in zip(taken, output.verdicts, output.errors, strict=True)
+            )
+            if on_batch is not None:
+                on_batch(len(taken), size, output.compute_s)
 
-    def _call(self, texts: list[str], attempt: int, owners: dict[str, list[Candidate]], on_call: OnCall) -> list[str]:
-        """One guard call; returns the texts that produced no output."""
-        started = time.perf_counter()
-        error: str | None = None
-        try:
-            outputs = self.guard.classify(texts)
-            if len(outputs) != len(texts):
-                raise RuntimeError(f"guard returned {len(outputs)} outputs for {len(texts)} texts")
-        except Exception as exc:  # any failure of the guard is "no output", retried
-            outputs = [None] * len(texts)
-            error = f"{type(exc).__name__}: {exc}"[:500]
-        latency = (time.perf_counter() - started) / len(texts)
-        self.calls += len(texts)
-        failed = []
-        for text, verdict in zip(texts, outputs, strict=True):
-            if verdict is not None:
-                self.memo[text] = verdict
-            else:
-                failed.append(text)
-            first, *others = owners[text]
-            on_call(GuardCall(first, verdict, attempt, latency, error if verdict is None else None))
-            for candidate in others:  # the same text asked for twice in one batch
-                if verdict is not None:
-                    on_call(GuardCall(candidate, verdict, attempt=0, latency_s=0.0, cached=True))
-        return failed

@@ -1,0 +1,1 @@
+"""Speed and efficiency benchmarks: `python -m benchmarks.run`."""
