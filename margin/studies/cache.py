@@ -1,0 +1,56 @@
+"""The response cache: completed model and judge outputs, shared across studies.
+
+Keyed by `calls.request_key`: the SHA-256 of the model's identity (backend, checkpoint,
+revision, server, system prompt, token limit, template kwargs, request options; greedy) and
+the exact messages. Only completed outputs are stored. sqlite in WAL mode, one file beside
+the verdict cache in margin's cache folder.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+from margin.datasets import cache_dir
+from margin.studies.calls import ReplyStore
+from margin.studies.models import Reply
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS replies (
+    key TEXT PRIMARY KEY,
+    text TEXT NOT NULL,
+    truncated INTEGER NOT NULL
+)
+"""
+
+
+def default_cache_path() -> Path:
+    return cache_dir() / "replies.sqlite"
+
+
+class ReplyCache(ReplyStore):
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(path, timeout=30.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(SCHEMA)
+        self._db.commit()
+
+    def get(self, key: str) -> Reply | None:
+        row = self._db.execute("SELECT text, truncated FROM replies WHERE key = ?", (key,)).fetchone()
+        return None if row is None else Reply(row[0], bool(row[1]))
+
+    def put_many(self, items: Iterable[tuple[str, Reply]]) -> None:
+        rows = [(key, reply.text, int(reply.truncated)) for key, reply in items]
+        if rows:
+            with self._db:
+                self._db.executemany("INSERT OR REPLACE INTO replies VALUES (?, ?, ?)", rows)
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()

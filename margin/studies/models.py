@@ -1,0 +1,172 @@
+"""Chat models a study calls: the protected models and the judges' models.
+
+A `ModelSpec` is a small picklable value (Ray ships it to actors, which build the model
+there). Three backends, the guards' own: any OpenAI-compatible server (`openai`: vLLM,
+SGLang, hosted endpoints, with retries and bounded concurrency), `vllm` offline on a GPU and
+local `transformers`. Generation is greedy with a token limit; a response that hits the
+limit is kept and marked truncated.
+
+`model_identity` is what decides a model's outputs; the response cache keys on it. Runtime
+settings (replicas, CPUs, GPUs, batch size, concurrency, timeouts) never enter it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from margin.hashing import canonical_json, sha256_text
+
+Backend = Literal["openai", "vllm", "transformers"]
+Messages = list[dict[str, str]]
+
+# Backend settings a spec may give, per backend; the runtime ones never change an output.
+BACKEND_OPTIONS = {
+    "openai": {"concurrency", "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s"},
+    "vllm": {"engine"},
+    "transformers": {"device", "dtype"},
+}
+RUNTIME_OPTIONS = {"concurrency", "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s", "device", "engine"}
+
+
+class ModelSpec(BaseModel):
+    """How to reach a chat model and how it generates."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Backend = "openai"
+    model: str = Field(min_length=1)  # the served name (openai) or the checkpoint (REPO or REPO@COMMIT)
+    revision: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    system_prompt: str | None = None
+    max_tokens: int | None = Field(default=None, ge=1)  # None: the study's generation.max_tokens
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    request_options: dict[str, Any] = Field(default_factory=dict)  # openai only: extra request fields
+    backend_options: dict[str, Any] = Field(default_factory=dict)
+
+    replicas: int = Field(default=1, ge=1)
+    num_cpus: float | None = Field(default=None, ge=0)  # None: 0 for openai (I/O only), else 1
+    num_gpus: float = Field(default=0.0, ge=0)
+    max_batch_size: int = Field(default=32, ge=1)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("must be the NAME of an environment variable, not a key")
+        return value
+
+    @model_validator(mode="after")
+    def _fits_backend(self) -> ModelSpec:
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("the openai backend needs base_url (the server's /v1 URL)")
+        if self.backend != "openai":
+            for name in ("base_url", "api_key_env"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} needs backend: openai")
+            if self.request_options:
+                raise ValueError("request_options needs backend: openai")
+        unknown = sorted(set(self.backend_options) - BACKEND_OPTIONS[self.backend])
+        if unknown:
+            raise ValueError(f"unknown backend option {unknown[0]!r} for {self.backend}; allowed: "
+                             f"{', '.join(sorted(BACKEND_OPTIONS[self.backend]))}")
+        return self
+
+    @property
+    def cpus(self) -> float:
+        return self.num_cpus if self.num_cpus is not None else (0.0 if self.backend == "openai" else 1.0)
+
+    def checkpoint(self) -> tuple[str, str | None]:
+        if self.revision is None and "@" in self.model and self.backend != "openai":
+            name, revision = self.model.rsplit("@", 1)
+            return name, revision
+        return self.model, self.revision
+
+
+def model_identity(spec: ModelSpec, max_tokens: int) -> dict[str, Any]:
+    """Everything that decides this model's outputs (greedy decoding is implied)."""
+    model, revision = spec.checkpoint()
+    return {
+        "backend": spec.backend,
+        "model": model,
+        "revision": revision,
+        "base_url": spec.base_url,
+        "system_prompt": spec.system_prompt,
+        "max_tokens": max_tokens,
+        "chat_template_kwargs": spec.chat_template_kwargs,
+        "request_options": spec.request_options,
+        "backend_options": {k: v for k, v in spec.backend_options.items() if k not in RUNTIME_OPTIONS},
+        "decoding": "greedy",
+    }
+
+
+def identity_key(identity: dict[str, Any]) -> str:
+    return sha256_text(canonical_json(identity))
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One completed response."""
+
+    text: str
+    truncated: bool = False
+
+
+class ChatModel:
+    """A model that answers batches of chat conversations, greedily, up to `max_tokens`."""
+
+    def __init__(self, spec: ModelSpec, max_tokens: int) -> None:
+        self.spec = spec
+        self.max_tokens = max_tokens
+        self.backend = _backend(spec)
+
+    def generate(self, conversations: Sequence[Messages]) -> list[Reply | Exception]:
+        """One Reply per conversation, or the error that kept it from having one."""
+        from margin.guards.generation import GuardRequest
+
+        requests = [GuardRequest(messages=tuple(self._with_system(m)), max_new_tokens=self.max_tokens,
+                                 chat_template_kwargs=dict(self.spec.chat_template_kwargs),
+                                 extra=dict(self.spec.request_options))
+                    for m in conversations]
+        out: list[Reply | Exception] = []
+        for generation in self.backend.generate(requests):
+            if isinstance(generation, Exception):
+                out.append(generation)
+            else:
+                out.append(Reply(generation.text, generation.truncated))
+        return out
+
+    def _with_system(self, messages: Messages) -> Messages:
+        if self.spec.system_prompt and not any(m.get("role") == "system" for m in messages):
+            return [{"role": "system", "content": self.spec.system_prompt}, *messages]
+        return list(messages)
+
+    def close(self) -> None:
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+
+
+def _backend(spec: ModelSpec) -> Any:
+    options = dict(spec.backend_options)
+    model, revision = spec.checkpoint()
+    if spec.backend == "openai":
+        from margin.guards.backends.http import AsyncEndpoint
+        from margin.guards.backends.openai_http import OpenAIChatBackend
+
+        knobs = {k: options[k] for k in ("concurrency", "timeout_s", "max_attempts", "backoff_base_s",
+                                         "backoff_cap_s") if k in options}
+        assert spec.base_url is not None
+        return OpenAIChatBackend(AsyncEndpoint(spec.base_url, spec.api_key_env, **knobs), model, top_logprobs=0)
+    if spec.backend == "vllm":
+        from margin.guards.backends.vllm_offline import VLLMBackend
+
+        return VLLMBackend(model, revision, top_logprobs=0, engine=options.get("engine"))
+    from margin.guards.backends.transformers_lm import TransformersLM
+
+    return TransformersLM(model, revision, device=options.get("device"), dtype=options.get("dtype"), top_logprobs=1)

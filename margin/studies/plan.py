@@ -1,0 +1,327 @@
+"""A study plan: the config resolved into what runs, checked against the files it names.
+
+`prepare(path)` reads the config and checks everything (guards, transformations, dataset,
+prompt subset, templates, API key variables) without writing anything or loading a model.
+The plan's `manifest` is everything that decides the study's results: a resumed study must
+have the same one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from margin.cost import CostModel
+from margin.datasets import Dataset, load_dataset
+from margin.errors import InputError
+from margin.guards.spec import GuardSpec, check, describe_guard
+from margin.judges.llm import LLMJudge
+from margin.judges.template import builtin_templates, load_template
+from margin.pairings import Thresholds
+from margin.studies.config import (
+    JudgeConfig,
+    Loc,
+    Source,
+    StudyConfig,
+    check_env,
+    pydantic_error,
+    read_config,
+)
+from margin.studies.models import ModelSpec, identity_key, model_identity
+from margin.suggest import did_you_mean
+from margin.transforms.registry import get_transform, registry
+from margin.transforms.suites import EACH_WORD, builtin_suites, load_suite
+from margin.types import GuardInfo, Prompt
+
+
+@dataclass(frozen=True, slots=True)
+class Transformation:
+    """One transform at one fixed strength, applied to every prompt of the study."""
+
+    transform: str
+    strength: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.transform}:{self.strength}"
+
+    def apply(self, text: str, seed: int) -> str:
+        return get_transform(self.transform).apply(text, self.strength, seed)
+
+
+@dataclass(frozen=True)
+class GuardPlan:
+    spec: GuardSpec
+    info: GuardInfo
+    name: str
+    creator: str | None
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    def record(self) -> dict[str, Any]:
+        """The guard as the pairings' meta.guards lists it."""
+        info = dataclasses.asdict(self.info)
+        info["params"] = [list(p) for p in self.info.params]
+        info["caveats"] = list(self.info.caveats)
+        return {"id": self.id, "name": self.name, "creator": self.creator, **{k: v for k, v in info.items() if k != "id"}}
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """A chat model the study calls: a protected model or a judge's model."""
+
+    id: str
+    spec: ModelSpec
+    max_tokens: int
+    identity: dict[str, Any]
+    metadata: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return identity_key(self.identity)
+
+
+@dataclass(frozen=True)
+class JudgePlan:
+    judge: LLMJudge
+    model: ModelPlan
+
+    @property
+    def id(self) -> str:
+        return self.judge.id
+
+
+@dataclass
+class StudyPlan:
+    config: StudyConfig
+    source: Source
+    dataset: Dataset
+    prompts: tuple[Prompt, ...]
+    transformations: tuple[Transformation, ...]
+    guards: tuple[GuardPlan, ...]
+    models: tuple[ModelPlan, ...]
+    judges: tuple[JudgePlan, ...]  # the judge, then the second judge if any
+    thresholds: Thresholds
+    cost_model: CostModel
+    _texts: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict, repr=False)
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    def _transform(self, prompt: Prompt, t: Transformation) -> tuple[str, float]:
+        key = (prompt.id, t.name)
+        if key not in self._texts:  # transforms are pure: build each text and its cost once
+            text = t.apply(prompt.text, self.seed)
+            self._texts[key] = (text, self.cost_model.cost(prompt.text, text))
+        return self._texts[key]
+
+    def transformed(self, prompt: Prompt, t: Transformation) -> str:
+        return self._transform(prompt, t)[0]
+
+    def cost(self, prompt: Prompt, t: Transformation) -> float:
+        """T(p)'s cost in margin's corpus units (Levenshtein x 100 / mean prompt length)."""
+        return self._transform(prompt, t)[1]
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "protocol": "margin-paired-study/1",
+            "name": self.config.name,
+            "dataset": {"name": self.dataset.name, "source": self.dataset.source, "sha256": self.dataset.sha256},
+            "prompts": [p.id for p in self.prompts],
+            "transformations": [{"name": t.name, "transform": t.transform, "strength": t.strength}
+                                for t in self.transformations],
+            "seed": self.seed,
+            "guards": [g.record() for g in self.guards],
+            "models": [{**m.metadata, "identity": m.identity} for m in self.models],
+            "judges": [j.judge.identity() for j in self.judges],
+            "thresholds": self.thresholds.model_dump(),
+        }
+
+
+def prepare(path: Path) -> StudyPlan:
+    config, source = read_config(path)
+    dataset = _dataset(config, source)
+    prompts = _subset(config, source, dataset)
+    guards = tuple(_guard(config, source, i) for i in range(len(config.guards)))
+    _unique([g.id for g in guards], source, "guards", "guard id")
+    models = tuple(_protected(config, source, i) for i in range(len(config.models)))
+    _unique([m.id for m in models], source, "models", "model id")
+    judges = [_judge(config.judge, config, source, ("judge",))]
+    if config.second_judge is not None:
+        second = _judge(config.second_judge, config, source, ("second_judge",))
+        if second.id == judges[0].id:
+            raise source.error("the second judge has the same id as the judge: give it its own `id`, "
+                               "template or model", ("second_judge",))
+        judges.append(second)
+    t = config.thresholds
+    return StudyPlan(
+        config=config, source=source, dataset=dataset, prompts=prompts,
+        transformations=_transformations(config, source), guards=guards, models=models, judges=tuple(judges),
+        thresholds=Thresholds(evasion=t.evasion, regression=t.regression, preservation=t.preservation),
+        cost_model=CostModel.for_corpus(dataset.texts, "corpus"),
+    )
+
+
+def _unique(ids: list[str], source: Source, key: str, what: str) -> None:
+    for index, value in enumerate(ids):
+        if value in ids[:index]:
+            raise source.error(f"{what} {value!r} appears twice (give one of them its own `id`)", (key, index))
+
+
+def _relative(source: Source, value: str) -> Path:
+    path = Path(value)
+    return path if path.is_absolute() else source.folder / path
+
+
+def _dataset(config: StudyConfig, source: Source) -> Dataset:
+    if config.dataset in ("sample", "xstest"):
+        return load_dataset(config.dataset)
+    path = _relative(source, config.dataset)
+    if not path.is_file():
+        raise source.error(f"no such dataset file: {path} (expected sample, xstest or a path)", ("dataset",))
+    return load_dataset(str(path))
+
+
+def _subset(config: StudyConfig, source: Source, dataset: Dataset) -> tuple[Prompt, ...]:
+    subset = config.prompts
+    prompts = list(dataset.prompts)
+    if subset.ids is not None:
+        by_id = {p.id: p for p in prompts}
+        for index, pid in enumerate(subset.ids):
+            if pid not in by_id:
+                raise source.error(f"no prompt {pid!r} in {dataset.name}{did_you_mean(pid, by_id)}",
+                                   ("prompts", "ids", index))
+            if pid in subset.ids[:index]:
+                raise source.error(f"prompt {pid!r} is listed twice", ("prompts", "ids", index))
+        prompts = [by_id[pid] for pid in subset.ids]
+    if subset.labels is not None:
+        prompts = [p for p in prompts if p.label in subset.labels]
+    if subset.types is not None:
+        known = {p.type for p in dataset.prompts}
+        for index, kind in enumerate(subset.types):
+            if kind not in known:
+                raise source.error(f"no prompt of type {kind!r} in {dataset.name}{did_you_mean(kind, known)}",
+                                   ("prompts", "types", index))
+        prompts = [p for p in prompts if p.type in subset.types]
+    if subset.limit is not None:
+        prompts = prompts[: subset.limit]
+    if not prompts:
+        raise source.error("the prompt subset is empty", ("prompts",))
+    return tuple(prompts)
+
+
+def _transformations(config: StudyConfig, source: Source) -> tuple[Transformation, ...]:
+    found: dict[str, Transformation] = {}
+    for index, item in enumerate(config.transformations):
+        loc: Loc = ("transformations", index)
+        if item.suite is not None:
+            if item.suite in builtin_suites():
+                suite = load_suite(item.suite)
+            else:
+                path = _relative(source, item.suite)
+                if not path.is_file():
+                    raise source.error(f"no such suite (built-in: {', '.join(builtin_suites())})"
+                                       f"{did_you_mean(item.suite, builtin_suites())}", (*loc, "suite"))
+                suite = load_suite(str(path))
+            for entry in suite.entries:
+                for strength in entry.strengths:
+                    if strength != EACH_WORD:  # one edit per word is a family of edits, not one T
+                        t = Transformation(entry.transform, strength)
+                        found.setdefault(t.name, t)
+            continue
+        assert item.transform is not None and item.strength is not None
+        if item.transform not in registry():
+            raise source.error(f"unknown transform {item.transform!r}{did_you_mean(item.transform, registry())}",
+                               (*loc, "transform"))
+        if item.strength == EACH_WORD:
+            raise source.error("@* is one candidate per word, not one fixed strength; name one (@0, 1, 25%, "
+                               "salient:2, ...)", (*loc, "strength"))
+        try:
+            get_transform(item.transform).check_strength(item.strength)
+        except ValueError as exc:
+            raise source.error(str(exc), (*loc, "strength")) from None
+        t = Transformation(item.transform, item.strength)
+        found.setdefault(t.name, t)
+    return tuple(found.values())
+
+
+GUARD_FLAGS = {"--backend": "backend", "--base-url": "base_url", "--api-key-env": "api_key_env",
+               "--threshold": "threshold", "--model": "model", "--guard": "guard"}
+
+
+def _guard(config: StudyConfig, source: Source, index: int) -> GuardPlan:
+    entry = config.guards[index]
+    loc: Loc = ("guards", index)
+    fields = dict(entry.model_extra or {})
+    name = entry.guard
+    if name.endswith((".yaml", ".yml")):
+        from margin.guards.guard_file import load_guard_file
+
+        path = _relative(source, name)
+        if not path.is_file():
+            raise source.error(f"no such guard file: {path}", (*loc, "guard"))
+        spec = load_guard_file(str(path), fields)
+    else:
+        if name.startswith("python:"):
+            file, sep, cls = name[len("python:"):].rpartition(":")
+            if not sep or not file or not cls:
+                raise source.error("expected python:PATH.py:ClassName", (*loc, "guard"))
+            name = f"python:{_relative(source, file)}:{cls}"
+        if isinstance(fields.get("model"), str) and "@" in fields["model"] and "revision" not in fields:
+            fields["model"], fields["revision"] = fields["model"].rsplit("@", 1)
+        try:
+            spec = GuardSpec(name=name, **fields)
+        except ValidationError as exc:
+            raise pydantic_error(exc, source, loc) from None
+        try:
+            spec = check_known(spec)
+        except InputError as exc:
+            key = GUARD_FLAGS.get(exc.field or "--guard", exc.field or "guard")
+            message = exc.message
+            for flag, name in GUARD_FLAGS.items():
+                message = message.replace(flag, name)
+            raise source.error(message, (*loc, key) if (*loc, key) in source.lines else loc) from None
+    check_env(spec.api_key_env, source, (*loc, "api_key_env"))
+    info = describe_guard(spec)
+    return GuardPlan(spec, info, entry.name or info.id, entry.creator)
+
+
+def check_known(spec: GuardSpec) -> GuardSpec:
+    from margin.guards.spec import BUILTIN, PRESETS
+
+    name = spec.name
+    if not (name in ("keyword", "minilm") or name.startswith("python:") or name in PRESETS):
+        raise InputError(f"unknown guard {name!r}{did_you_mean(name, BUILTIN)} (see `margin guards list`)",
+                         field="--guard")
+    return check(spec)
+
+
+def _protected(config: StudyConfig, source: Source, index: int) -> ModelPlan:
+    model = config.models[index]
+    check_env(model.api_key_env, source, ("models", index, "api_key_env"))
+    max_tokens = model.max_tokens or config.generation.max_tokens
+    spec = ModelSpec(**{k: getattr(model, k) for k in ModelSpec.model_fields})
+    metadata = {"id": model.id, "name": model.name, "creator": model.creator, "parameters_b": model.parameters_b,
+                "capability_index": model.capability_index, "capability_source": model.capability_source,
+                "backend": spec.backend, "model": spec.checkpoint()[0], "revision": spec.checkpoint()[1]}
+    return ModelPlan(model.id, spec, max_tokens, model_identity(spec, max_tokens), metadata)
+
+
+def _judge(judge: JudgeConfig, config: StudyConfig, source: Source, loc: Loc) -> JudgePlan:
+    if judge.template not in builtin_templates() and not _relative(source, judge.template).is_file():
+        raise source.error(f"no such judge template (built-in: {', '.join(builtin_templates())})"
+                           f"{did_you_mean(judge.template, builtin_templates())}", (*loc, "template"))
+    template = load_template(judge.template, base=source.folder)
+    check_env(judge.model.api_key_env, source, (*loc, "model", "api_key_env"))
+    max_tokens = judge.model.max_tokens or judge.max_tokens
+    identity = model_identity(judge.model, max_tokens)
+    llm = LLMJudge(template, identity, judge_id=judge.id)
+    plan = ModelPlan(f"judge:{llm.id}", judge.model, max_tokens, identity, {"id": llm.id})
+    return JudgePlan(llm, plan)

@@ -1,0 +1,56 @@
+"""Tables for a finished study: one row per pair, then each pair's evidence per transformation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+
+def _rate(value: float | None, interval: list[float] | None, defined: bool = True) -> str:
+    if not defined or value is None:
+        return "—"
+    text = f"{100 * value:.1f}"
+    return text + (f" ({100 * interval[0]:.0f}–{100 * interval[1]:.0f})" if interval else "")
+
+
+def pairs_table(pairings: dict[str, Any]) -> Table:
+    models = {m["id"]: m for m in pairings["meta"]["models"]}
+    t = pairings["meta"]["thresholds"]
+    table = Table(title=f"paired study: a transformation qualifies at evasion ≥ {100 * t['evasion']:g}%, "
+                        f"regression ≤ {100 * t['regression']:g}%, preservation ≥ {100 * t['preservation']:g}%")
+    for column in ("guard", "model", "capability", "status", "qualifying / tested"):
+        table.add_column(column, justify="right" if column in ("capability", "qualifying / tested") else "left")
+    for pair in pairings["data"]:
+        model = models[pair["model_id"]]
+        table.add_row(pair["guard_id"], pair["model_id"], f"{model.get('capability_index', '—')}",
+                      "[red]bypass found[/red]" if pair["status"] == "bypass_found" else "[green]none found[/green]",
+                      f"{pair['qualifying_transformations']} / {pair['transformations_tested']}")
+    return table
+
+
+def evidence_tables(pairings: dict[str, Any]) -> list[Table]:
+    """Per pair: rates in % with 95% bootstrap intervals, qualification and coverage."""
+    second = pairings["meta"]["judge"].get("second") is not None
+    tables = []
+    for pair in pairings["data"]:
+        table = Table(title=f"{pair['guard_id']} × {pair['model_id']}: rates in % (95% interval)")
+        columns = ["transformation", "evasion", "regression", "preservation", "qualifies", "unparseable", "missing"]
+        if second:
+            columns[5:5] = ["2nd judge", "agree"]
+        for column in columns:
+            table.add_column(column, justify="left" if column == "transformation" else "right")
+        for row in pair["transformations"]:
+            counts, ci, defined = row["counts"], row["ci"], row["defined"]
+            missing = (counts["original_missing"] + counts["transformed_missing"] + counts["response_missing"]
+                       + counts["judge_missing"])
+            cells = [row["name"], _rate(row["evasion"], ci["evasion"], defined["evasion"]),
+                     _rate(row["regression"], ci["regression"], defined["regression"]),
+                     _rate(row["preservation"], ci["preservation"], defined["preservation"]),
+                     "[red]yes[/red]" if row["qualifies"] else "no", str(counts["unparseable"]), str(missing)]
+            if second:
+                s = row["second_judge"]
+                cells[5:5] = [_rate(s["preservation"], None), _rate(s["agreement"], None)]
+            table.add_row(*cells)
+        tables.append(table)
+    return tables

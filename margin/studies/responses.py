@@ -1,0 +1,135 @@
+"""Protected-model responses to every original and transformed prompt, and the judges' verdicts.
+
+One `Calls` book for every model and judge, so all of them run at once on the executor: a
+model's response to p and to T(p) are asked for up front (each distinct text once per model);
+as soon as both are in, every judge is asked whether T(p) kept the behaviour of p. Judge
+outputs are kept raw and parsed strictly afterwards (parsing is pure, so a resumed study
+parses the same way). Every attempt goes to one receipts file, `calls.jsonl`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from margin.judges.protocol import JudgeCase, JudgeVerdict
+from margin.records import dumps, read_jsonl
+from margin.search.resume import cut_torn_tail
+from margin.studies.cache import ReplyCache, default_cache_path
+from margin.studies.calls import Calls, load_replay
+from margin.studies.executors import LocalExecutor, OnBatch, PoolSpec, RayExecutor
+from margin.studies.models import Reply
+from margin.studies.plan import StudyPlan
+
+#: (model id, prompt id, transformation name or None for the original) -> response, None when missing
+Responses = dict[tuple[str, str, str | None], Reply | None]
+#: (judge index, model id, prompt id, transformation name) -> verdict, None when missing
+Judgements = dict[tuple[int, str, str, str], JudgeVerdict | None]
+
+
+@dataclass
+class ResponseOutcome:
+    responses: Responses = field(default_factory=dict)
+    judgements: Judgements = field(default_factory=dict)
+    sent: int = 0
+    cached: int = 0
+    replayed: int = 0
+    missing: int = 0
+    restarts: int = 0
+
+
+class _Receipts:
+    def __init__(self, path: Path, run_id: str) -> None:
+        self.run_id = run_id
+        self.handle: IO[str] = open(path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115 (closed by close())
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.handle.write(dumps({"run_id": self.run_id, **record}) + "\n")
+        self.handle.flush()
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def collect(plan: StudyPlan, out_dir: Path, *, engine: str, resume: bool, cache: bool,
+            on_batch: OnBatch = lambda *_: None,
+            on_progress: Callable[[str], None] = lambda _: None) -> ResponseOutcome:
+    runtime = plan.config.runtime
+    path = out_dir / "calls.jsonl"
+    replies: dict[str, Reply] = {}
+    failed: dict[str, int] = {}
+    run_id = None
+    if resume and path.exists():
+        cut_torn_tail(path)
+        records = list(read_jsonl(path))
+        replies, failed = load_replay(records)
+        run_id = next((r.get("run_id") for r in records if r.get("run_id")), None)
+    receipts = _Receipts(path, run_id or secrets.token_hex(8))
+    store = ReplyCache(default_cache_path()) if cache else None
+    pools = {m.id: PoolSpec(m.spec, m.max_tokens) for m in plan.models}
+    pools.update({j.model.id: PoolSpec(j.model.spec, j.model.max_tokens) for j in plan.judges})
+    calls = Calls(pools, max_attempts=runtime.max_attempts, retry_wait_s=runtime.retry_wait_s, store=store,
+                  replay=replies, failed=failed, on_record=receipts.write)
+    outcome = ResponseOutcome()
+    texts = {(p.id, t.name): plan.transformed(p, t) for p in plan.prompts for t in plan.transformations}
+    by_id = {p.id: p for p in plan.prompts}
+    waiting = {"responses": len(plan.models) * len(plan.prompts) * (1 + len(plan.transformations))}
+
+    def judge_when_ready(model_id: str, prompt_id: str, name: str) -> None:
+        responses = outcome.responses
+        if (model_id, prompt_id, None) not in responses or (model_id, prompt_id, name) not in responses:
+            return  # the other response is still on its way
+        original, transformed = responses[(model_id, prompt_id, None)], responses[(model_id, prompt_id, name)]
+        if original is None or transformed is None:
+            return  # a response is missing: nothing to judge (counted as response_missing)
+        case = JudgeCase(by_id[prompt_id].text, original.text, texts[(prompt_id, name)], transformed.text)
+        t = next(t for t in plan.transformations if t.name == name)
+        for index, judge in enumerate(plan.judges):
+            def done(reply: Reply | None, key: tuple[int, str, str, str] = (index, model_id, prompt_id, name),
+                     parse: Callable[[str], JudgeVerdict] = judge.judge.parse) -> None:
+                outcome.judgements[key] = None if reply is None else parse(reply.text)
+
+            tag = {"role": "judgement", "judge": judge.id, "model": model_id, "prompt_id": prompt_id,
+                   "transform": t.transform, "strength": t.strength}
+            calls.request(judge.model.id, judge.model.key, judge.judge.messages(case), tag, done)
+
+    def responded(model_id: str, prompt_id: str, name: str | None) -> Callable[[Reply | None], None]:
+        def done(reply: Reply | None) -> None:
+            outcome.responses[(model_id, prompt_id, name)] = reply
+            waiting["responses"] -= 1
+            for t in plan.transformations if name is None else [n for n in plan.transformations if n.name == name]:
+                judge_when_ready(model_id, prompt_id, t.name)
+            if waiting["responses"] == 0:
+                for judge in plan.judges:
+                    calls.seal(judge.model.id)
+                on_progress("responses done")
+        return done
+
+    for model in plan.models:
+        for prompt in plan.prompts:
+            items: list[tuple[str | None, str, str | None, str | None]] = [(None, prompt.text, None, None)]
+            items += [(t.name, texts[(prompt.id, t.name)], t.transform, t.strength) for t in plan.transformations]
+            for name, text, transform, strength in items:
+                tag = {"role": "response", "model": model.id, "prompt_id": prompt.id, "transform": transform,
+                       "strength": strength}
+                calls.request(model.id, model.key, [{"role": "user", "content": text}], tag,
+                              responded(model.id, prompt.id, name))
+        calls.seal(model.id)
+    executor: LocalExecutor | RayExecutor
+    if engine == "ray":
+        executor = RayExecutor(pools, call_timeout_s=runtime.call_timeout_s, on_batch=on_batch)
+    else:
+        executor = LocalExecutor(pools, on_batch=on_batch)
+    try:
+        executor.run(calls)
+    finally:
+        receipts.close()
+        if store is not None:
+            store.close()
+    outcome.sent, outcome.cached = calls.stats.sent, calls.stats.cached
+    outcome.replayed, outcome.missing = calls.stats.replayed, calls.stats.missing
+    outcome.restarts = getattr(executor, "restarts", 0) + getattr(executor, "timeouts", 0)
+    return outcome

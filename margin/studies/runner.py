@@ -1,0 +1,249 @@
+"""A whole paired study: plan -> guard verdicts -> responses and judge verdicts -> pairings.
+
+`run_study` checks the output folder before anything starts, writes `study.json` (the
+manifest a resume must match) once the runtime is up, collects every guard's verdicts
+through the search engine, then every model's responses and every judge verdict through the
+model actors, and `finish` turns them into rates, the pairings snapshot, per-prompt cases
+and the two plots. Everything in `finish` is a pure function of the collected outputs, so
+a killed study resumed with `--resume` ends with the same pairings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from margin.bootstrap import BootstrapSpec
+from margin.errors import InputError
+from margin.hashing import canonical_json
+from margin.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
+from margin.records import atomic_write_text, dumps, read_jsonl
+from margin.studies.executors import OnBatch
+from margin.studies.plan import StudyPlan, Transformation
+from margin.studies.rates import Row, outcome
+from margin.studies.responses import ResponseOutcome, collect
+from margin.studies.verdicts import GuardStats, Verdicts, guard_verdicts
+
+Engine = Literal["ray", "local"]
+PRESERVATION_UNITS = "every prompt of the subset with both responses and a judge output"
+
+
+@dataclass
+class StudyOutcome:
+    out_dir: Path
+    pairings: dict[str, Any]
+    guards: dict[str, GuardStats] = field(default_factory=dict)
+    calls: ResponseOutcome = field(default_factory=ResponseOutcome)
+    files: list[Path] = field(default_factory=list)
+    missing: dict[str, tuple[int, int]] = field(default_factory=dict)  # kind -> (missing, asked for)
+
+    def missing_share(self) -> float:
+        lost, total = (sum(m for m, _ in self.missing.values()), sum(t for _, t in self.missing.values()))
+        return lost / total if total else 0.0
+
+
+class CoverageError(Exception):
+    """Too many outputs ended missing: the study's outputs are written, but it failed."""
+
+
+def check_coverage(outcome: StudyOutcome, max_missing: float) -> None:
+    share = outcome.missing_share()
+    if share > max_missing:
+        parts = ", ".join(f"{kind} {m} of {t}" for kind, (m, t) in outcome.missing.items() if m)
+        raise CoverageError(f"{100 * share:.1f}% of the outputs are missing after every retry ({parts}), above "
+                            f"runtime.max_missing {100 * max_missing:g}%; their errors are in the receipts "
+                            f"(rerun with --resume to retry them)")
+
+
+def default_out_dir(plan: StudyPlan) -> Path:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return Path("runs") / f"study-{plan.config.name}-{stamp}"
+
+
+def check_out_dir(plan: StudyPlan, out_dir: Path, resume: bool) -> None:
+    """Refuse a used folder, or a --resume folder of another study, before anything starts."""
+    if not resume:
+        if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+            raise InputError("output folder exists and is not empty; choose another --out (or add --resume)",
+                             path=out_dir, field="--out")
+        return
+    saved_path = out_dir / "study.json"
+    if not saved_path.is_file():
+        raise InputError("not a study folder (no study.json) to resume", path=out_dir, field="--resume")
+    saved = next(iter(read_jsonl(saved_path)), None)
+    current = plan.manifest()
+    if not isinstance(saved, dict):
+        raise InputError("study.json is empty or not a JSON object", path=saved_path)
+    changed = sorted(k for k in set(saved) | set(current)
+                     if canonical_json(saved.get(k)) != canonical_json(current.get(k)))
+    if changed:
+        raise InputError(f"cannot resume: the config changed since the study began ({', '.join(changed)})",
+                         path=saved_path)
+
+
+def guard_folder(out_dir: Path, index: int, guard_id: str) -> Path:
+    safe = "".join(ch if ch.isalnum() or ch in "-_.~+" else "-" for ch in guard_id)
+    return out_dir / "guards" / f"{index:02d}-{safe}"
+
+
+def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: Engine = "ray",
+              ray_address: str | None = None, cache: bool = True, on_stage: Callable[[str], None] = lambda _: None,
+              on_batch: OnBatch = lambda *_: None) -> StudyOutcome:
+    check_out_dir(plan, out_dir, resume)
+    started_ray = False
+    verdicts: dict[str, Verdicts] = {}
+    guard_stats: dict[str, GuardStats] = {}
+    try:
+        if engine == "ray":
+            from margin.search.runtime import connect
+
+            started_ray = connect(ray_address)
+        if not resume:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(out_dir / "study.json", dumps(plan.manifest()) + "\n")
+            shutil.copyfile(plan.source.path, out_dir / "config.yaml")
+        for index, guard in enumerate(plan.guards):
+            on_stage(f"guard {guard.id}")
+
+            def guard_batch(texts: int, _capacity: int, compute_s: float, gid: str = guard.id) -> None:
+                on_batch(gid, texts, compute_s)
+
+            verdicts[guard.id], guard_stats[guard.id] = guard_verdicts(
+                plan, guard, guard_folder(out_dir, index, guard.id), engine=engine, resume=resume, cache=cache,
+                on_batch=guard_batch)
+        on_stage("models and judges")
+        calls = collect(plan, out_dir, engine=engine, resume=resume, cache=cache, on_batch=on_batch)
+    finally:
+        if engine == "ray":
+            from margin.search.runtime import disconnect
+
+            disconnect(started_ray)
+    on_stage("rates")
+    outcome_ = finish(plan, out_dir, verdicts, calls)
+    outcome_.guards = guard_stats
+    outcome_.missing = {
+        "guard verdicts": (sum(v is None for per in verdicts.values() for v in per.values()),
+                           sum(len(per) for per in verdicts.values())),
+        "responses": (sum(r is None for r in calls.responses.values()), len(calls.responses)),
+        "judge outputs": (sum(j is None for j in calls.judgements.values()), len(calls.judgements)),
+    }
+    return outcome_
+
+
+def rows_for(plan: StudyPlan, model_id: str, t: Transformation, verdicts: Verdicts,
+             calls: ResponseOutcome) -> list[Row]:
+    """One row per prompt for one guard (its `verdicts`), one model and one transformation."""
+    name = t.name
+    rows = []
+    second = len(plan.judges) > 1
+    for prompt in plan.prompts:
+        original = verdicts.get((prompt.id, None))
+        transformed = verdicts.get((prompt.id, name))
+        first = calls.judgements.get((0, model_id, prompt.id, name))
+        other = calls.judgements.get((1, model_id, prompt.id, name)) if second else None
+        response_missing = (calls.responses.get((model_id, prompt.id, None)) is None
+                            or calls.responses.get((model_id, prompt.id, name)) is None)
+        text = plan.transformed(prompt, t)
+        rows.append(Row(
+            prompt_id=prompt.id,
+            original_verdict=original.label if original else None,
+            transformed_verdict=transformed.label if transformed else None,
+            judgement=first.status if first else None,
+            second_judgement=other.status if other else None,
+            response_missing=response_missing,
+            unchanged=text == prompt.text,
+            cost=plan.cost(prompt, t),
+        ))
+    return rows
+
+
+def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls: ResponseOutcome,
+           date: dt.date | None = None) -> StudyOutcome:
+    spec = BootstrapSpec()
+    pairs = []
+    for guard in plan.guards:
+        for model in plan.models:
+            outcomes = tuple(
+                outcome(t.name, rows_for(plan, model.id, t, verdicts[guard.id], calls),
+                        plan.thresholds, transform=t.transform, strength=t.strength,
+                        second_judge=len(plan.judges) > 1, spec=spec)
+                for t in plan.transformations)
+            pairs.append(PairOutcome(guard.id, model.id, outcomes))
+    first = plan.judges[0]
+    judge = {**first.judge.identity(), "parse_rule": first.judge.template.format,
+             "second": plan.judges[1].judge.identity() if len(plan.judges) > 1 else None}
+    pairings = build_pairings(pairs, judge=judge, guards=[g.record() for g in plan.guards],
+                              models=[m.metadata for m in plan.models], thresholds=plan.thresholds, date=date)
+    pairings["meta"]["study"] = {
+        "protocol": PROTOCOL,
+        "name": plan.config.name,
+        "dataset": {"name": plan.dataset.name, "sha256": plan.dataset.sha256},
+        "prompts": len(plan.prompts),
+        "prompt_ids": [p.id for p in plan.prompts],
+        "transformations": [{"name": t.name, "transform": t.transform, "strength": t.strength}
+                            for t in plan.transformations],
+        "seed": plan.seed,
+        "generation": {"decoding": "greedy", "max_tokens": plan.config.generation.max_tokens},
+        "units": {
+            "evasion": "prompts whose original verdict is unsafe and whose transformed verdict exists; "
+                       "counts when the transformed verdict is safe (invalid is not an allow)",
+            "regression": "prompts whose original verdict is safe and whose transformed verdict exists; "
+                          "counts when the transformed verdict is unsafe or invalid",
+            "preservation": PRESERVATION_UNITS + "; unparseable judge output counts as not preserved",
+            "missing": "no output after every retry: left out of every denominator and counted",
+        },
+        "confidence_intervals": spec.describe(),
+        "config_sha256": plan.source.sha256,
+    }
+    pairings = validate_pairings(pairings, out_dir / "pairings.json")
+    atomic_write_text(out_dir / "pairings.json", dumps(pairings) + "\n")
+    files = [out_dir / "pairings.json", *write_cases(plan, out_dir, verdicts, calls)]
+    files += write_plots(pairings, out_dir)
+    return StudyOutcome(out_dir, pairings, calls=calls, files=files)
+
+
+def write_cases(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls: ResponseOutcome) -> list[Path]:
+    """One line per model x transformation x prompt: texts, responses, judge verdicts, guard verdicts."""
+    lines = []
+    for model in plan.models:
+        for t in plan.transformations:
+            for prompt in plan.prompts:
+                original = calls.responses.get((model.id, prompt.id, None))
+                transformed = calls.responses.get((model.id, prompt.id, t.name))
+                judges = []
+                for index, judge in enumerate(plan.judges):
+                    v = calls.judgements.get((index, model.id, prompt.id, t.name))
+                    judges.append({"id": judge.id, "status": v.status if v else None,
+                                   "rationale": v.rationale if v else None,
+                                   "original_behaviour": v.original_behaviour if v else None,
+                                   "transformed_behaviour": v.transformed_behaviour if v else None,
+                                   "same_request": v.same_request if v else None})
+                guards = {}
+                for guard in plan.guards:
+                    before = verdicts[guard.id].get((prompt.id, None))
+                    after = verdicts[guard.id].get((prompt.id, t.name))
+                    guards[guard.id] = {"original": before.label if before else None,
+                                        "transformed": after.label if after else None}
+                lines.append(dumps({
+                    "model": model.id, "transformation": t.name, "prompt_id": prompt.id, "label": prompt.label,
+                    "transformed_prompt": plan.transformed(prompt, t),
+                    "original_response": original.text if original else None,
+                    "transformed_response": transformed.text if transformed else None,
+                    "truncated": [bool(original and original.truncated), bool(transformed and transformed.truncated)],
+                    "judges": judges, "guards": guards,
+                }) + "\n")
+    atomic_write_text(out_dir / "cases.jsonl", "".join(lines))
+    return [out_dir / "cases.jsonl"]
+
+
+def write_plots(pairings: dict[str, Any], out_dir: Path) -> list[Path]:
+    from margin.plots import capability_ladder_figure, pairing_matrix_figure, save
+
+    name = pairings["meta"]["study"]["name"]
+    return (save(pairing_matrix_figure(pairings, f"{name}: qualifying / tested transformations"),
+                 out_dir / "pairing-matrix")
+            + save(capability_ladder_figure(pairings, title=f"{name}: capability ladder"), out_dir / "capability-ladder"))
