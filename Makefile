@@ -25,8 +25,9 @@ install: $(BIN)/.installed
 demo: install
 	$(BIN)/margin run --guard keyword
 
+# Two workers: most tests wait on subprocesses, Ray and model loading, not on one core.
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 bench: install
 	$(BIN)/python -m benchmarks.run
