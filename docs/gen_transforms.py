@@ -94,9 +94,25 @@ def render(xstest: Path) -> str:
         "`nfkc_stable` says whether Unicode NFKC leaves the edit in place: `yes` when "
         "NFKC(edited) ≠ NFKC(original) for every sample prompt the transform changes, `no` when NFKC "
         "undoes every edit. tests/test_transforms_library.py measures it for every transform and "
-        "fails if the declared value differs. `visible` says whether the rendered glyphs change. "
-        "`margin run --normalize nfkc|strip-format|nfkc+strip-format` puts the guard behind that "
-        "pre-processing.",
+        "fails if the declared value differs. `visible` says whether the rendered glyphs change.",
+        "",
+        "Where the data comes from: homoglyphs are TR39 confusables (the confusable-homoglyphs "
+        "package's data), keeping only single-code-point letters NFKC leaves in place; the full-width, "
+        "mathematical, superscript, small-capital, circled and negative-squared alphabets are read "
+        "from Unicode character names; the wrappers' texts are YAML files in `margin/transforms/wrappers/`.",
+        "",
+        "## Normalisation",
+        "",
+        "`margin run --normalize nfkc|strip-format|nfkc+strip-format` runs the guard behind that "
+        "pre-processing, so a snapshot shows how much robustness comes only from it. `nfkc` is "
+        "Unicode NFKC; `strip-format` drops format characters (category Cf: zero-width characters, "
+        "bidi controls, tags, soft hyphen, word joiner) and variation selectors; "
+        "`nfkc+strip-format` strips first, then applies NFKC. The guard's id gains the suffix "
+        "(`keyword+nfkc`), and its params, its caveats and the snapshot's `evaluation` block record "
+        "it, so normalised and raw verdicts never share a cache entry. On the `keyword` guard it "
+        "changes nothing (XSTest: balanced margin 38.13 either way; the sample: 15.86 and 4,511 "
+        "guard calls with `nfkc+strip-format` as without), because the cheapest flip of an unsafe "
+        "prompt is a one-letter homoglyph and margin's homoglyphs are the ones NFKC leaves in place.",
         "",
         "## Edits",
         "",
@@ -137,7 +153,8 @@ def render(xstest: Path) -> str:
         "## Suites",
         "",
         "A suite file names transforms and strengths (`margin/transforms/suites/*.yaml`); select one "
-        "with `--suite NAME|PATH`. Its SHA-256 goes into every snapshot. `standard` (the default) puts "
+        "with `--suite NAME|PATH`; an unknown suite, transform or strength is refused with the closest "
+        "names. Suites are versioned, and the suite's SHA-256 goes into every snapshot. `standard` (the default) puts "
         "`@*` on the first transform of each edit family, `salient:1` on the family's other members, "
         "then `salient:2`, `salient:3`, `salient:5`, `25%`, `50%`, `100%` on every edit, and every "
         "wrapper variant. `quick` is small and fixed-size for demos and tests.",
