@@ -1,14 +1,22 @@
 import asyncio
+from collections.abc import Callable
 
 from margin.batching import Batcher
 
 
-def test_calls_that_arrive_together_share_one_batch_and_get_their_own_results():
+def recording(result_of: Callable[[list[int]], int]):
+    """A batch runner that answers each call with `result_of(items)` and keeps every batch it saw."""
     batches: list[list[list[int]]] = []
 
     def run(calls: list[list[int]]) -> list[int]:
         batches.append(calls)
-        return [sum(items) for items in calls]
+        return [result_of(items) for items in calls]
+
+    return run, batches
+
+
+def test_calls_that_arrive_together_share_one_batch_and_get_their_own_results():
+    run, batches = recording(sum)
 
     async def main() -> list[int]:
         batcher: Batcher[int, int] = Batcher(run, max_size=5, max_wait_s=0.5)
@@ -20,11 +28,7 @@ def test_calls_that_arrive_together_share_one_batch_and_get_their_own_results():
 
 
 def test_a_call_larger_than_the_batch_runs_alone_and_is_not_split():
-    batches: list[list[list[int]]] = []
-
-    def run(calls: list[list[int]]) -> list[int]:
-        batches.append(calls)
-        return [len(items) for items in calls]
+    run, batches = recording(len)
 
     async def main() -> list[int]:
         batcher: Batcher[int, int] = Batcher(run, max_size=2, max_wait_s=0.0)
@@ -34,9 +38,8 @@ def test_a_call_larger_than_the_batch_runs_alone_and_is_not_split():
     assert batches == [[[1, 2, 3]], [[4]]]
 
 
-def test_a_lone_call_waits_at_most_max_wait_s_for_company():
-    def run(calls: list[list[int]]) -> list[int]:
-        return [0 for _ in calls]
+def test_a_lone_call_waits_max_wait_s_for_company_then_runs_alone():
+    run, _ = recording(len)
 
     async def main() -> float:
         batcher: Batcher[int, int] = Batcher(run, max_size=100, max_wait_s=0.05)
