@@ -80,6 +80,16 @@ class GuardActor:
         return replies
 
 
+def wait_ready(refs: list[Any], timeout: float) -> list[Any]:
+    """Wait up to `timeout` seconds for one ref, then take every ref that is ready by now."""
+    import ray
+
+    ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+    if ready:
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+    return ready
+
+
 @dataclass(eq=False)  # compared by identity
 class Call:
     ref: Any
@@ -187,7 +197,6 @@ class RaySource:
         self.slots = []
 
     def run(self, driver: Driver, batch_size: int, on_batch: OnBatch | None = None) -> None:
-        import ray
 
         if not self.slots:
             self.start()
@@ -206,11 +215,7 @@ class RaySource:
                     raise RuntimeError("searches are waiting but nothing is queued or in flight")
                 time.sleep(max(0.0, due - driver.clock()))
                 continue
-            refs = list(waiting)
-            ready, _ = ray.wait(refs, num_returns=1, timeout=self._wait_s(driver))
-            if ready:
-                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            for ref in ready:
+            for ref in wait_ready(list(waiting), self._wait_s(driver)):
                 slot, call = waiting[ref]
                 if call is None:
                     self._pinged(driver, slot)

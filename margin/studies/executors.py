@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from margin.batching import Batcher
+from margin.search.runtime import wait_ready
 from margin.studies.calls import Calls
 from margin.studies.models import ChatModel, Messages, ModelSpec, Reply
 
@@ -153,7 +154,6 @@ class RayExecutor:
         self.tag = secrets.token_hex(4)
 
     def run(self, calls: Calls) -> None:
-        import ray
 
         stalled_since: float | None = None
         try:
@@ -179,11 +179,7 @@ class RayExecutor:
                     pause = 0.05 if due is None else max(0.0, due - calls.clock())
                     time.sleep(min(pause, 0.2))
                     continue
-                refs = list(waiting)
-                ready, _ = ray.wait(refs, num_returns=1, timeout=self._wait_s(calls))
-                if ready:
-                    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-                for ref in ready:
+                for ref in wait_ready(list(waiting), self._wait_s(calls)):
                     slot, flight = waiting[ref]
                     if flight is None:
                         self._pinged(slot)
