@@ -23,6 +23,7 @@ import yaml
 
 from margin.errors import InputError
 from margin.guards.spec import GuardSpec, check
+from margin.yamlfile import parse_yaml
 
 FIELDS = set(GuardSpec.model_fields) - {"name"}
 
@@ -42,16 +43,7 @@ def load_guard_file(path_text: str, overrides: dict[str, Any]) -> GuardSpec:
     path = Path(path_text)
     if not path.is_file():
         raise InputError("no such guard file", path=path, field="--guard")
-    try:
-        text = path.read_text("utf-8")
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", path=path) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', exc)}", path=path,
-                         line=mark.line + 1 if mark else None) from None
+    data, node = parse_yaml(path.read_bytes(), path)
     if not isinstance(data, dict):
         raise InputError("a guard file is a mapping with at least `guard:`", path=path, line=1)
     lines = _lines(node) if node is not None else {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 
 from margin.errors import InputError
@@ -17,6 +18,13 @@ REDACTED = "[redacted]"
 _secrets: set[str] = set()
 _lock = threading.Lock()
 _installed = False
+
+
+def check_env_name(name: str | None) -> str | None:
+    """For a spec's validator: a field that names the key's variable must not hold the key itself."""
+    if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError("must be the NAME of an environment variable, not a key")
+    return name
 
 
 def read_api_key(env_name: str | None) -> str | None:

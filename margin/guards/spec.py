@@ -10,7 +10,6 @@ there). `describe_guard` gives a guard's identity without loading any model;
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, Preset
+from margin.guards.secrets import check_env_name
 from margin.hashing import canonical_json, sha256_text
 from margin.suggest import did_you_mean
 from margin.types import GuardInfo
@@ -88,9 +88,7 @@ class GuardSpec(BaseModel):
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-            raise ValueError("must be the NAME of an environment variable, not a key")
-        return value
+        return check_env_name(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,10 +25,11 @@ from typing import Any
 import yaml
 
 from margin.errors import InputError
-from margin.hashing import sha256_text
+from margin.hashing import sha256_bytes
 from margin.judges.parse import FORMAT
 from margin.judges.protocol import JudgeCase, Messages
 from margin.suggest import did_you_mean
+from margin.yamlfile import parse_yaml
 
 PLACEHOLDERS = ("original_prompt", "original_response", "transformed_prompt", "transformed_response")
 SLOT = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -86,16 +87,7 @@ def load_template(spec: str | Path, *, base: Path | None = None) -> JudgeTemplat
 
 
 def parse_template(data: bytes, source: str) -> JudgeTemplate:
-    try:
-        text = data.decode("utf-8")
-        node = yaml.compose(text)
-        spec = yaml.safe_load(text)
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", path=source) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', exc)}", path=source,
-                         line=mark.line + 1 if mark else None) from None
+    spec, node = parse_yaml(data, source)
     if not isinstance(spec, dict):
         raise InputError("a judge template is a mapping with `name`, `format` and `user`", path=source, line=1)
     lines = {key.value: key.start_mark.line + 1 for key, _ in node.value} if isinstance(node, yaml.MappingNode) else {}
@@ -127,4 +119,4 @@ def parse_template(data: bytes, source: str) -> JudgeTemplate:
     absent = [p for p in PLACEHOLDERS if p not in found]
     if absent:
         raise fail(f"the judge must see every text: missing {', '.join('{{' + p + '}}' for p in absent)}", "user")
-    return JudgeTemplate(spec["name"], version, spec["format"], system, spec["user"], source, sha256_text(text))
+    return JudgeTemplate(spec["name"], version, spec["format"], system, spec["user"], source, sha256_bytes(data))

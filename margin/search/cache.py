@@ -12,13 +12,13 @@ at once, and each run's driver is its only writer.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from margin.datasets import cache_dir
 from margin.hashing import canonical_json, sha256_text
+from margin.sqlitefile import open_shared
 from margin.types import GuardInfo, Verdict
 
 SCHEMA = """
@@ -61,14 +61,9 @@ def default_cache_path() -> Path:
 
 class VerdictCache:
     def __init__(self, path: Path, info: GuardInfo) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.guard = guard_key(info)
-        self._db = sqlite3.connect(path, timeout=30.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(SCHEMA)
-        self._db.commit()
+        self._db = open_shared(path, SCHEMA)
 
     def get(self, text: str) -> Verdict | None:
         row = self._db.execute(

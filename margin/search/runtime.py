@@ -17,7 +17,6 @@ Ray is imported lazily: `import margin` never pays for it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import secrets
@@ -26,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from margin.batching import Batcher
 from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.spec import GuardSpec, build_guard
@@ -57,65 +57,37 @@ class GuardActor:
     def __init__(self, source: GuardSource, max_batch_size: int, max_wait_s: float) -> None:
         self.guard = build_guard(source) if isinstance(source, GuardSpec) else source
         self.max_batch_size = max(1, min(max_batch_size, self.guard.max_batch_size))
-        self.max_wait_s = max_wait_s
         self.id = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.batches = 0
-        self.queue: deque[tuple[list[str], asyncio.Future[Reply]]] = deque()
-        self.wakeup: asyncio.Event | None = None
-        self.worker: asyncio.Task[None] | None = None
+        self.batcher = Batcher(self._run, self.max_batch_size, max_wait_s)
 
     async def ready(self) -> tuple[GuardInfo, int]:
         return self.guard.info, self.max_batch_size
 
     async def classify(self, texts: list[str]) -> Reply:
-        loop = asyncio.get_running_loop()
-        if self.worker is None:
-            self.wakeup = asyncio.Event()
-            self.worker = loop.create_task(self._work())
-        assert self.wakeup is not None
-        future: asyncio.Future[Reply] = loop.create_future()
-        self.queue.append((texts, future))
-        self.wakeup.set()
-        return await future
+        return await self.batcher.submit(texts)
 
-    def _queued(self) -> int:
-        return sum(len(texts) for texts, _ in self.queue)
-
-    async def _work(self) -> None:
-        assert self.wakeup is not None
-        while True:
-            await self.wakeup.wait()
-            self.wakeup.clear()
-            if not self.queue:
-                continue
-            deadline = time.monotonic() + self.max_wait_s
-            while self._queued() < self.max_batch_size and (left := deadline - time.monotonic()) > 0:
-                self.wakeup.clear()
-                try:
-                    await asyncio.wait_for(self.wakeup.wait(), left)
-                except TimeoutError:
-                    break
-            taken: list[tuple[list[str], asyncio.Future[Reply]]] = []
-            size = 0
-            while self.queue and (not taken or size + len(self.queue[0][0]) <= self.max_batch_size):
-                texts, future = self.queue.popleft()
-                taken.append((texts, future))
-                size += len(texts)
-            await self._run([t for texts, _ in taken for t in texts], taken)
-            if self.queue:
-                self.wakeup.set()
-
-    async def _run(self, texts: list[str], taken: list[tuple[list[str], asyncio.Future[Reply]]]) -> None:
-        # A thread keeps this loop free to accept calls while the guard computes.
-        output = await asyncio.to_thread(call_guard, self.guard, texts)
+    def _run(self, calls: list[list[str]]) -> list[Reply]:
+        output = call_guard(self.guard, [t for texts in calls for t in texts])
         self.batches += 1
-        report = BatchReport(self.id, self.batches, len(texts), output.compute_s)
+        report = BatchReport(self.id, self.batches, sum(map(len, calls)), output.compute_s)
+        replies = []
         start = 0
-        for part, future in taken:
-            end = start + len(part)
-            if not future.done():
-                future.set_result(Reply(output.verdicts[start:end], output.errors[start:end], [report]))
+        for texts in calls:
+            end = start + len(texts)
+            replies.append(Reply(output.verdicts[start:end], output.errors[start:end], [report]))
             start = end
+        return replies
+
+
+def wait_ready(refs: list[Any], timeout: float) -> list[Any]:
+    """Wait up to `timeout` seconds for one ref, then take every ref that is ready by now."""
+    import ray
+
+    ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+    if ready:
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+    return ready
 
 
 @dataclass(eq=False)  # compared by identity
@@ -225,7 +197,6 @@ class RaySource:
         self.slots = []
 
     def run(self, driver: Driver, batch_size: int, on_batch: OnBatch | None = None) -> None:
-        import ray
 
         if not self.slots:
             self.start()
@@ -244,11 +215,7 @@ class RaySource:
                     raise RuntimeError("searches are waiting but nothing is queued or in flight")
                 time.sleep(max(0.0, due - driver.clock()))
                 continue
-            refs = list(waiting)
-            ready, _ = ray.wait(refs, num_returns=1, timeout=self._wait_s(driver))
-            if ready:
-                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            for ref in ready:
+            for ref in wait_ready(list(waiting), self._wait_s(driver)):
                 slot, call = waiting[ref]
                 if call is None:
                     self._pinged(driver, slot)

@@ -8,11 +8,11 @@ the verdict cache in margin's cache folder.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
 from margin.datasets import cache_dir
+from margin.sqlitefile import open_shared
 from margin.studies.calls import ReplyStore
 from margin.studies.models import Reply
 
@@ -31,13 +31,8 @@ def default_cache_path() -> Path:
 
 class ReplyCache(ReplyStore):
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(path, timeout=30.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(SCHEMA)
-        self._db.commit()
+        self._db = open_shared(path, SCHEMA)
 
     def get(self, key: str) -> Reply | None:
         row = self._db.execute("SELECT text, truncated FROM replies WHERE key = ?", (key,)).fetchone()

@@ -24,6 +24,7 @@ from margin.hashing import sha256_bytes
 from margin.studies.models import ModelSpec
 from margin.suggest import did_you_mean
 from margin.types import Label
+from margin.yamlfile import parse_yaml
 
 Loc = tuple[str | int, ...]
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._~+-]*")
@@ -205,16 +206,7 @@ def read_config(path: Path) -> tuple[StudyConfig, Source]:
         raise InputError("no such study config", path=path)
     data = path.read_bytes()
     source = Source(path, sha256=sha256_bytes(data))
-    try:
-        text = data.decode("utf-8")
-        node = yaml.compose(text)
-        raw = yaml.safe_load(text)
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", path=path) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', exc)}", path=path,
-                         line=mark.line + 1 if mark else None) from None
+    raw, node = parse_yaml(data, path)
     if node is not None:
         _marks(node, (), source.lines, path)
     if not isinstance(raw, dict):

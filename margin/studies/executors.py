@@ -14,7 +14,6 @@ Ray is imported lazily: `import margin` never pays for it.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 import time
@@ -23,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from margin.batching import Batcher
+from margin.search.runtime import wait_ready
 from margin.studies.calls import Calls
 from margin.studies.models import ChatModel, Messages, ModelSpec, Reply
 
@@ -94,59 +95,25 @@ class ModelActor:
 
     def __init__(self, spec: ModelSpec, max_tokens: int, max_batch_size: int, max_wait_s: float) -> None:
         self.model = ChatModel(spec, max_tokens)
-        self.max_batch_size = max_batch_size
-        self.max_wait_s = max_wait_s
         self.id = f"{os.getpid()}-{secrets.token_hex(4)}"
-        self.queue: deque[tuple[list[Messages], asyncio.Future[tuple[list[Output], float]]]] = deque()
-        self.wakeup: asyncio.Event | None = None
-        self.worker: asyncio.Task[None] | None = None
+        self.batcher = Batcher(self._run, max_batch_size, max_wait_s)
 
     async def ready(self) -> str:
         return self.id
 
     async def generate(self, conversations: list[Messages]) -> tuple[list[Output], float]:
-        loop = asyncio.get_running_loop()
-        if self.worker is None:
-            self.wakeup = asyncio.Event()
-            self.worker = loop.create_task(self._work())
-        assert self.wakeup is not None
-        future: asyncio.Future[tuple[list[Output], float]] = loop.create_future()
-        self.queue.append((conversations, future))
-        self.wakeup.set()
-        return await future
+        return await self.batcher.submit(conversations)
 
-    def _queued(self) -> int:
-        return sum(len(c) for c, _ in self.queue)
-
-    async def _work(self) -> None:
-        assert self.wakeup is not None
-        while True:
-            await self.wakeup.wait()
-            self.wakeup.clear()
-            if not self.queue:
-                continue
-            deadline = time.monotonic() + self.max_wait_s
-            while self._queued() < self.max_batch_size and (left := deadline - time.monotonic()) > 0:
-                self.wakeup.clear()
-                try:
-                    await asyncio.wait_for(self.wakeup.wait(), left)
-                except TimeoutError:
-                    break
-            taken: list[tuple[list[Messages], asyncio.Future[tuple[list[Output], float]]]] = []
-            size = 0
-            while self.queue and (not taken or size + len(self.queue[0][0]) <= self.max_batch_size):
-                item = self.queue.popleft()
-                taken.append(item)
-                size += len(item[0])
-            # A thread keeps this loop free to accept calls while the model computes.
-            outputs, compute_s = await asyncio.to_thread(run_batch, self.model, [c for part, _ in taken for c in part])
-            start = 0
-            for part, future in taken:
-                if not future.done():
-                    future.set_result((outputs[start:start + len(part)], compute_s * len(part) / max(size, 1)))
-                start += len(part)
-            if self.queue:
-                self.wakeup.set()
+    def _run(self, calls: list[list[Messages]]) -> list[tuple[list[Output], float]]:
+        """Each call gets its outputs and its share of the batch's compute time."""
+        size = sum(map(len, calls))
+        outputs, compute_s = run_batch(self.model, [c for part in calls for c in part])
+        shares = []
+        start = 0
+        for part in calls:
+            shares.append((outputs[start:start + len(part)], compute_s * len(part) / max(size, 1)))
+            start += len(part)
+        return shares
 
 
 @dataclass(eq=False)
@@ -187,7 +154,6 @@ class RayExecutor:
         self.tag = secrets.token_hex(4)
 
     def run(self, calls: Calls) -> None:
-        import ray
 
         stalled_since: float | None = None
         try:
@@ -213,11 +179,7 @@ class RayExecutor:
                     pause = 0.05 if due is None else max(0.0, due - calls.clock())
                     time.sleep(min(pause, 0.2))
                     continue
-                refs = list(waiting)
-                ready, _ = ray.wait(refs, num_returns=1, timeout=self._wait_s(calls))
-                if ready:
-                    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-                for ref in ready:
+                for ref in wait_ready(list(waiting), self._wait_s(calls)):
                     slot, flight = waiting[ref]
                     if flight is None:
                         self._pinged(slot)

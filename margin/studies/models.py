@@ -12,13 +12,13 @@ settings (replicas, CPUs, GPUs, batch size, concurrency, timeouts) never enter i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from margin.guards.secrets import check_env_name
 from margin.hashing import canonical_json, sha256_text
 
 Backend = Literal["openai", "vllm", "transformers"]
@@ -57,9 +57,7 @@ class ModelSpec(BaseModel):
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-            raise ValueError("must be the NAME of an environment variable, not a key")
-        return value
+        return check_env_name(value)
 
     @model_validator(mode="after")
     def _fits_backend(self) -> ModelSpec:
