@@ -4,6 +4,7 @@
     python benchmarks/adaptive.py --guard python:tests/lexicon_guards.py:SubstringLexiconGuard
     python benchmarks/adaptive.py --guard GUARD --standard     # any guard; adds standard vs adaptive margins
     python benchmarks/adaptive.py --no-prior                   # without the probe-word prior
+    python benchmarks/adaptive.py --guard minilm --limit 60    # a cheap subset: the first 60 prompts
 
 For a guard with `triggers(text)` (a lexicon guard) the exact optimum of every unsafe prompt
 it catches is known (`margin.search.optimum`), and for the `keyword` guard that of every
@@ -34,8 +35,9 @@ SHARED_XSTEST = Path(__file__).resolve().parent.parent.parent / "shared" / "data
 EPS = 1e-9
 
 
-def run(guard_spec: str, dataset: str, search: str, max_calls: int | None, seed: int, prior: bool) -> Any:
-    config = RunConfig(guard=guard_spec, dataset=dataset, search=search, seed=seed,
+def run(guard_spec: str, dataset: str, search: str, max_calls: int | None, seed: int, prior: bool,
+        limit: int | None = None) -> Any:
+    config = RunConfig(guard=guard_spec, dataset=dataset, search=search, seed=seed, limit=limit,
                        max_calls=max_calls if search == "adaptive" else None, batch_size=256)
     prepared = prepare(config)
     if not prior:  # ablation: rank words without the probe-word prior
@@ -99,14 +101,18 @@ def main() -> None:
     parser.add_argument("--standard", action="store_true", help="also run the standard suite (cheapest) and compare margins")
     parser.add_argument("--no-prior", action="store_true", help="rank words without the probe-word prior")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here too")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="only the dataset's first N prompts (costs keep the whole corpus's units)")
     args = parser.parse_args()
 
-    prepared, outcome = run(args.guard, args.dataset, "adaptive", args.max_calls, args.seed, not args.no_prior)
+    prepared, outcome = run(args.guard, args.dataset, "adaptive", args.max_calls, args.seed, not args.no_prior,
+                            args.limit)
     guard = load_guard(args.guard)
     model = prepared.cost_model
     unit = model.cost("x" * 10, "x" * 11) if model.norm == "corpus" else 1.0
     texts = {p.id: p.text for p in prepared.prompts}
     report: dict[str, Any] = {"guard": guard.info.id, "dataset": prepared.dataset.name, "seed": args.seed,
+                              "prompts": len(prepared.prompts),
                               "max_calls": prepared.search_options(prepared.prompts[0])["max_calls"],
                               "prior": not args.no_prior, "one_edit_cost": unit,
                               "wall_s": outcome.extra["wall_s"], "guard_calls": outcome.guard_calls}
@@ -129,7 +135,7 @@ def main() -> None:
         report["safe"]["one_edit_found"] = sum(1 for r in ones if r.flip is not None and r.flip_cost <= unit + EPS)
     report["adaptive_margins"] = _margins(outcome.report)
     if args.standard:
-        _, standard = run(args.guard, args.dataset, "cheapest", None, args.seed, True)
+        _, standard = run(args.guard, args.dataset, "cheapest", None, args.seed, True, args.limit)
         gaps = [row for row in suite_gap(standard.results, outcome.results) if row.gap is not None]
         report["standard_margins"] = _margins(standard.report)
         report["standard_guard_calls"] = standard.guard_calls

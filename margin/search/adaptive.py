@@ -51,6 +51,12 @@ from margin.transforms.registry import get_transform, registry
 from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
 
 DEFAULT_MAX_CALLS = 100
+#: single-edit reactions asked per round when ranking by the guard's reaction: the ranking
+#: stops at the first single edit that flips, so asking fewer at a time saves calls.
+SINGLES_PER_ROUND = 4
+#: after a put-in level's first flip, how many more of its groups are tried for a cheaper one
+#: (measured on minilm's XSTest safe prompts: the later groups rarely beat it; docs/adaptive.md).
+MORE_GROUPS_AFTER_A_FLIP = 12
 Asks = Generator[list[Candidate], None, Any]
 
 
@@ -328,33 +334,68 @@ class AdaptiveSearch(PromptSearch):
                 atoms = dense_ops(self.text, name, self.order)
                 if atoms and (yield from self._test(atoms)):
                     kept = yield from self._shrink(atoms, name)
-                    yield from self._merge(kept, name)
+                    if kept is not None:
+                        yield from self._merge(kept, name)
                     return
 
     def _shrink(self, atoms: list[Op], name: str) -> Asks:
-        """From a flipping set of edits to a locally minimal one; with scores, try again in
-        the order of the guard's reaction to each edit alone."""
-        kept = yield from self._minimise([], atoms)
+        """From a flipping set of edits to a locally minimal one (None when nothing cheaper
+        than the best flip so far is in it); with scores, try again in the order of the
+        guard's reaction to each edit alone."""
+        kept = yield from self._minimise([], atoms, self._ceiling())
+        if kept is None:
+            return None
         kept = yield from self._prune(kept)
         clean = self.by_text.get(self.text)
         if len(kept) > 1 and clean is not None and clean.p_unsafe is not None and not self._at_floor():
-            singles = [self._candidate([a]) for a in atoms]
-            verdicts = yield from self._ask(singles)
-            if self._at_floor():
-                return kept
-            reaction = sorted(range(len(atoms)), key=lambda i: (-self._toward_flip(verdicts[i]), i))
-            again = yield from self._minimise([], [atoms[i] for i in reaction])
-            again = yield from self._prune(again)
-            if self._candidate(again).cost < self._candidate(kept).cost:
-                kept = again
+            reaction = yield from self._react(atoms)
+            ceiling = self._ceiling()
+            if reaction and self._pair_floor(atoms) < ceiling - 1e-9:
+                again = yield from self._minimise([], reaction, ceiling)
+                if again is not None:
+                    again = yield from self._prune(again)
+                    if self._candidate(again).cost < self._candidate(kept).cost:
+                        kept = again
         return kept
 
-    def _minimise(self, base: list[Op], items: list[Op]) -> Asks:
+    def _react(self, atoms: list[Op]) -> Asks:
+        """The guard's reaction to each edit alone, asked a few at a time in ranked order;
+        the edits, closest to flipping first. Empty when a single edit flips at a cost no
+        other single or pair could beat: then there is nothing left to rank."""
+        cost = {a: self._candidate([a]).cost for a in atoms}
+        asked: list[Op] = []
+        for first in range(0, len(atoms), SINGLES_PER_ROUND):
+            chunk = atoms[first : first + SINGLES_PER_ROUND]
+            yield from self._ask([self._candidate([a]) for a in chunk])
+            asked.extend(chunk)
+            rest = atoms[first + SINGLES_PER_ROUND :]
+            bound = min([*(cost[a] for a in rest), self._pair_floor(atoms)])
+            if any(self._flips(self._candidate([a]).text) for a in asked) and self._ceiling() <= bound + 1e-9:
+                return []
+        return sorted(atoms, key=lambda a: (-self._toward_flip(self.by_text.get(self._candidate([a]).text)),
+                                            atoms.index(a)))
+
+    def _pair_floor(self, atoms: Sequence[Op]) -> float:
+        """A lower bound on the cost of any two of `atoms` (edits apart cost their sum)."""
+        costs = sorted(self._candidate([a]).cost for a in atoms)
+        return costs[0] + costs[1] if len(costs) > 1 else float("inf")
+
+    def _ceiling(self) -> float:
+        """The cost to beat: the best flip's so far (infinite before any)."""
+        best = self.best()
+        return best.cost if best is not None else float("inf")
+
+    def _minimise(self, base: list[Op], items: list[Op], ceiling: float = float("inf")) -> Asks:
         """A subset M of `items` with base + M flipping, given that base + items flips: find
         the shortest flipping prefix by galloping (1, 2, 4, ...) then bisection, keep its
-        last item, and recurse on the items before it."""
+        last item, and recurse on the items before it. None once base + M could not cost
+        less than `ceiling` (the best flip so far): no call is spent on a set that cannot win."""
+        if base and self._candidate(base).cost >= ceiling - 1e-9:
+            return None
         if not items or (base and (yield from self._test(base))):
             return []
+        if min(self._candidate([*base, item]).cost for item in items) >= ceiling - 1e-9:
+            return None  # base does not flip, and adding any one item already costs too much
         n = len(items)
         failing, passing = 0, n  # base + items[:failing] does not flip; base + items[:passing] does
         k = 1
@@ -371,8 +412,8 @@ class AdaptiveSearch(PromptSearch):
             else:
                 failing = mid
         last = items[passing - 1]
-        rest = yield from self._minimise([*base, last], items[: passing - 1])
-        return [*rest, last]
+        rest = yield from self._minimise([*base, last], items[: passing - 1], ceiling)
+        return None if rest is None else [*rest, last]
 
     def _prune(self, kept: list[Op]) -> Asks:
         """Drop edits one at a time, least likely first, while the rest still flips."""
@@ -426,15 +467,19 @@ class AdaptiveSearch(PromptSearch):
                     break
                 else:
                     groups.append([op])
-            found = False
+            since_flip: int | None = None  # groups tried since the level's first flip
             for group in groups:
+                if since_flip is not None:
+                    if since_flip >= MORE_GROUPS_AFTER_A_FLIP:
+                        break
+                    since_flip += 1
                 if (yield from self._test(group)):
+                    since_flip = since_flip or 0
                     kept = yield from self._minimise([], group)
                     kept = yield from self._prune(kept)
-                    found = True
                     if len(kept) == 1:
                         return
-            if found:
+            if since_flip is not None:
                 return
 
     # -- the incumbent -----------------------------------------------------------------------
