@@ -63,9 +63,17 @@ class Batcher(Generic[Item, Result]):
                 items, future = self.queue.popleft()
                 taken.append((items, future))
                 size += len(items)
-            results = await asyncio.to_thread(self.run, [items for items, _ in taken])
-            for (_, future), result in zip(taken, results, strict=True):
-                if not future.done():
-                    future.set_result(result)
+            try:
+                results = await asyncio.to_thread(self.run, [items for items, _ in taken])
+                if len(results) != len(taken):
+                    raise RuntimeError(f"batch runner returned {len(results)} results for {len(taken)} calls")
+            except Exception as exc:  # fail this batch's callers; the worker must live for the next
+                for _, future in taken:
+                    if not future.done():
+                        future.set_exception(exc)
+            else:
+                for (_, future), result in zip(taken, results, strict=True):
+                    if not future.done():
+                        future.set_result(result)
             if self.queue:
                 self.wakeup.set()

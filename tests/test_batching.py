@@ -49,3 +49,24 @@ def test_a_lone_call_waits_max_wait_s_for_company_then_runs_alone():
         return loop.time() - started
 
     assert 0.045 <= asyncio.run(main()) < 5.0  # a little slack for the clock's resolution
+
+
+def test_a_runner_that_raises_fails_its_batch_callers_and_the_next_batch_still_runs():
+    calls_seen: list[list[list[int]]] = []
+
+    def run(calls: list[list[int]]) -> list[int]:
+        calls_seen.append(calls)
+        if len(calls_seen) == 1:
+            raise ValueError("boom")
+        return [len(items) for items in calls]
+
+    async def main() -> tuple[BaseException | int, int]:
+        batcher: Batcher[int, int] = Batcher(run, max_size=10, max_wait_s=0.0)
+        # wait_for: without the fix the worker dies and these would wait forever
+        first = await asyncio.gather(asyncio.wait_for(batcher.submit([1]), 5.0), return_exceptions=True)
+        second = await asyncio.wait_for(batcher.submit([1, 2]), 5.0)
+        return first[0], second
+
+    failed, answered = asyncio.run(main())
+    assert isinstance(failed, ValueError) and str(failed) == "boom"
+    assert answered == 2
