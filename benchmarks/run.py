@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from margin.guards.spec import GuardSpec, parse_guard_spec
+from margin.guards.make import parse_guard_spec
+from margin.guards.spec import GuardSpec
 from margin.records import read_jsonl
 from margin.search.run import PreparedRun, RunConfig, RunOutcome, execute, prepare
 from margin.search.runtime import connect, disconnect

@@ -64,7 +64,7 @@ def run(
     call_timeout: Annotated[float, typer.Option(help="seconds a guard batch may take before it counts as hung")] = 300.0,
 ) -> None:
     """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
-    from margin.guards.spec import parse_guard_spec
+    from margin.guards.make import parse_guard_spec
     from margin.search.run import (
         CoverageError,
         RunConfig,

@@ -21,11 +21,11 @@ from margin.records import read_jsonl
 from margin.search.cache import VerdictCache, guard_key, verdict_key
 from margin.search.candidates import build_candidates, original_candidate
 from margin.search.driver import WINDOW_GROWTH, Driver
+from margin.search.make import make_search
 from margin.search.merge import merge_runs
 from margin.search.run import CoverageError, RunConfig, check_coverage, execute, prepare
 from margin.search.shards import parse_shard, select_shard
 from margin.search.source import InProcessSource, call_guard
-from margin.search.strategies import make_search
 from margin.transforms.suites import load_suite
 from margin.types import GuardInfo, Verdict
 from tests.helpers import FlakyGuard, HashGuard

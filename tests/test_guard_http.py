@@ -15,7 +15,7 @@ import pytest
 
 from margin.guards.backends import http
 from margin.guards.backends.http import backoff_delay, retry_after_seconds
-from margin.guards.spec import build_guard, parse_guard_spec
+from margin.guards.make import build_guard, parse_guard_spec
 from tests.openai_server import FakeOpenAI
 from tests.test_cli import margin
 

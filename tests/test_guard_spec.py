@@ -8,8 +8,9 @@ import pickle
 import pytest
 
 from margin.errors import InputError
+from margin.guards.make import build_guard, describe_guard, parse_guard_spec
 from margin.guards.presets import PRESETS
-from margin.guards.spec import GuardSpec, build_guard, describe_guard, parse_guard_spec
+from margin.guards.spec import GuardSpec
 from tests.test_cli import margin
 
 ISSUE_FAMILIES = {"llama-guard", "shieldgemma", "wildguard", "granite-guardian", "qwen3guard-gen", "nemoguard",

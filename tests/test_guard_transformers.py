@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from margin.guards.spec import build_guard, describe_guard, parse_guard_spec
+from margin.guards.make import build_guard, describe_guard, parse_guard_spec
 from tests.test_cli import margin
 from tests.tiny_models import build_tiny_classifier, build_tiny_llama
 

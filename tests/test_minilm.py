@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from margin.guards.make import describe_guard, parse_guard_spec
 from margin.guards.minilm import MiniLMGuard, describe, dev_set, exemplars, fit_logistic
-from margin.guards.spec import describe_guard, parse_guard_spec
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,9 @@ from margin.cost import CostModel
 from margin.datasets import load_dataset
 from margin.errors import InputError
 from margin.search.candidates import build_candidates
-from margin.transforms.base import word_spans
 from margin.transforms.registry import get_transform, registry
 from margin.transforms.suites import EACH_WORD, load_suite, parse_suite
+from margin.transforms.words import word_spans
 
 
 def test_standard_has_one_candidate_per_word_for_every_edit_family():

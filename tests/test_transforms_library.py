@@ -10,12 +10,13 @@ from margin.cost import edit_distance
 from margin.datasets import load_dataset
 from margin.display import is_invisible
 from margin.transforms import encodings
-from margin.transforms.base import EditTransform, word_spans
+from margin.transforms.base import EditTransform
 from margin.transforms.noise import qwerty_neighbours
 from margin.transforms.registry import get_transform, registry
 from margin.transforms.salience import ranked_words
 from margin.transforms.smuggling import tag_char, variation_selectors
 from margin.transforms.upside_down import flip
+from margin.transforms.words import word_spans
 
 FAMILIES = {  # issue 3's families, each covered by at least one transform
     "homoglyph", "zero-width", "invisible", "tags", "variation-selector", "bidi", "control",

@@ -101,7 +101,7 @@ def test_one_edit_per_word_lands_in_that_word(name, text, seed, word):
     chosen = t.chosen(text, f"@{word}", seed)
     assert len(chosen) <= 1
     if chosen:
-        from margin.transforms.base import word_spans
+        from margin.transforms.words import word_spans
 
         start, end = word_spans(text)[word]
         assert t.in_word(text, chosen[0], start, end)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from margin.guards.base import Guard
+from margin.guards.spec import GuardSpec, adapter_for
 from margin.types import GuardInfo
 
 if TYPE_CHECKING:
     from margin.guards.presets import Preset
-    from margin.guards.spec import GuardSpec
 
 
 def endpoint(spec: GuardSpec, preset: Preset, options: dict[str, Any]) -> Any:
@@ -21,8 +21,6 @@ def endpoint(spec: GuardSpec, preset: Preset, options: dict[str, Any]) -> Any:
 
 
 def build_preset(spec: GuardSpec, preset: Preset, info: GuardInfo) -> Guard:
-    from margin.guards.spec import adapter_for
-
     adapter = adapter_for(spec, preset)
     options = dict(spec.backend_options)
     backend = info.backend

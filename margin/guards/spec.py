@@ -1,8 +1,7 @@
 """Guard specs: what `--guard` (plus overrides) names, as a small picklable value.
 
 A spec is cheap to pass around (the Ray engine ships it to actors, which build the guard
-there). `describe_guard` gives a guard's identity without loading any model;
-`build_guard` constructs it, and `build_guard(s).info == describe_guard(s)`.
+there); `margin.guards.make` parses, describes and builds guards from specs.
 
 `--guard` takes a preset (`llama-guard-4`, `shieldgemma-2b`, ... see `margin guards list`),
 `keyword`, `minilm`, `python:FILE.py:Class`, or a YAML guard file (`*.yaml`).
@@ -16,7 +15,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from margin.errors import InputError
-from margin.guards.base import Guard
 from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, Preset
 from margin.guards.secrets import check_env_name
 from margin.hashing import canonical_json, sha256_text
@@ -119,7 +117,7 @@ BUILTIN: dict[str, GuardEntry] = {
 }
 
 
-def _validated(**fields: Any) -> GuardSpec:
+def validated_spec(**fields: Any) -> GuardSpec:
     try:
         return GuardSpec(**fields)
     except ValidationError as exc:
@@ -128,28 +126,6 @@ def _validated(**fields: Any) -> GuardSpec:
         flag = {"threshold": "--threshold", "api_key_env": "--api-key-env",
                 "normalize": "--normalize"}.get(where, where)
         raise InputError(error["msg"], field=flag) from None
-
-
-def parse_guard_spec(text: str, **overrides: Any) -> GuardSpec:
-    """Parse `--guard TEXT` with CLI overrides (None values are ignored)."""
-    given = {k: v for k, v in overrides.items() if v is not None}
-    if "model" in given and "@" in given["model"]:  # REPO@REVISION pins a commit
-        given["model"], given["revision"] = given["model"].rsplit("@", 1)
-    if text.endswith((".yaml", ".yml")):
-        from margin.guards.guard_file import load_guard_file
-
-        return check(load_guard_file(text, given))
-    if text in ("keyword", "minilm") or text.startswith("python:"):
-        if text.startswith("python:"):
-            path, sep, class_name = text[len("python:"):].rpartition(":")
-            if not sep or not path or not class_name:
-                raise InputError("expected python:PATH.py:ClassName", field="--guard")
-        return check(_validated(name=text, **given))
-    if text in PRESETS:
-        return check(_validated(name=text, **given))
-    raise InputError(
-        f"unknown guard {text!r}{did_you_mean(text, BUILTIN)} (see `margin guards list`)", field="--guard"
-    )
 
 
 def check(spec: GuardSpec) -> GuardSpec:
@@ -241,52 +217,3 @@ def preset_info(spec: GuardSpec) -> GuardInfo:
         template_sha256=sha256_text(template), threshold=identity["threshold"],
         params=tuple(sorted(params.items())), caveats=tuple(caveats),
     )
-
-
-def build_guard(spec: GuardSpec) -> Guard:
-    guard: Guard
-    if spec.name == "keyword":
-        from margin.guards.keyword import KeywordGuard
-
-        guard = KeywordGuard()
-    elif spec.name.startswith("python:"):
-        from margin.guards.python_class import PythonClassGuard
-
-        path, _, class_name = spec.name[len("python:"):].rpartition(":")
-        guard = PythonClassGuard(path, class_name)
-    elif spec.name == "minilm":
-        from margin.guards.minilm import MiniLMGuard
-
-        guard = MiniLMGuard(threshold=spec.threshold)
-    elif spec.name in PRESETS:
-        from margin.guards.build import build_preset
-
-        guard = build_preset(spec, PRESETS[spec.name], preset_info(spec))
-    else:
-        raise InputError(f"unknown guard {spec.name!r}", field="--guard")
-    if spec.max_batch_size is not None:
-        guard.max_batch_size = spec.max_batch_size
-    if spec.normalize is not None:
-        from margin.guards.normalize import NormalizingGuard
-
-        guard = NormalizingGuard(guard, spec.normalize)
-    return guard
-
-
-def describe_guard(spec: GuardSpec) -> GuardInfo:
-    """The guard's identity; cheap for every built-in guard (no model is loaded)."""
-    if spec.normalize is not None:
-        from margin.guards.normalize import normalized_info
-
-        return normalized_info(describe_guard(spec.model_copy(update={"normalize": None})), spec.normalize)
-    if spec.name == "minilm":
-        from margin.guards.minilm import describe
-
-        return describe(spec.threshold)
-    if spec.name in PRESETS:
-        return preset_info(spec)
-    return build_guard(spec).info
-
-
-def load_guard(text: str, **overrides: Any) -> Guard:
-    return build_guard(parse_guard_spec(text, **overrides))

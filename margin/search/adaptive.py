@@ -46,8 +46,9 @@ from margin.search.edits import (
 )
 from margin.search.probes import PROBE_WORDS, salience_order
 from margin.search.strategies import PromptSearch
-from margin.transforms.base import EditTransform, word_spans
+from margin.transforms.base import EditTransform
 from margin.transforms.registry import get_transform, registry
+from margin.transforms.words import word_spans
 from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
 
 DEFAULT_MAX_CALLS = 100

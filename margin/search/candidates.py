@@ -8,9 +8,9 @@ by cost, then suite order.
 from __future__ import annotations
 
 from margin.cost import CostModel
-from margin.transforms.base import word_spans
 from margin.transforms.registry import get_transform
 from margin.transforms.suites import EACH_WORD, Suite
+from margin.transforms.words import word_spans
 from margin.types import Candidate, Prompt
 
 

@@ -9,7 +9,7 @@ prior on which words of an unsafe prompt to edit first. The guard's answers deci
 
 from __future__ import annotations
 
-from margin.transforms.base import word_spans
+from margin.transforms.words import word_spans
 
 # Ordered from the words most guards block to the weaker signals.
 PROBE_WORDS: tuple[str, ...] = (

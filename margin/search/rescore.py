@@ -17,6 +17,7 @@ from margin.errors import InputError
 from margin.observations import PromptObservations, Variant
 from margin.records import atomic_write_text, dumps, write_results
 from margin.rundir import guard_info, read_manifest, read_results
+from margin.search.make import STRATEGIES
 from margin.search.replay import (
     Recorded,
     RecordedVerdicts,
@@ -33,7 +34,6 @@ from margin.search.run import (
     run_snapshot,
     write_curves,
 )
-from margin.search.strategies import STRATEGIES
 from margin.snapshot import SnapshotEntry
 from margin.types import Candidate, GuardInfo, Prompt, SearchResult
 

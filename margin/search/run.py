@@ -20,7 +20,8 @@ from margin.cost import COST_NORMS, CostModel, CostNorm
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.base import Guard
-from margin.guards.spec import GuardSpec, build_guard, describe_guard, parse_guard_spec
+from margin.guards.make import build_guard, describe_guard, parse_guard_spec
+from margin.guards.spec import GuardSpec
 from margin.plots import CurveSeries, curves_figure, save
 from margin.protocols import mark_protocol, protocol_for
 from margin.records import (
@@ -37,10 +38,11 @@ from margin.search.cache import VerdictCache, default_cache_path
 from margin.search.candidates import build_candidates, original_candidate
 from margin.search.driver import Driver, Replay, Source
 from margin.search.incumbents import load_incumbents
+from margin.search.make import STRATEGIES, make_search
 from margin.search.resume import check_manifest, cut_torn_tail, load_replay
 from margin.search.shards import select_shard
 from margin.search.source import InProcessSource
-from margin.search.strategies import STRATEGIES, PromptSearch, make_search
+from margin.search.strategies import PromptSearch
 from margin.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
 from margin.transforms.suites import Suite, load_suite
 from margin.types import Candidate, Flip, GuardCall, GuardInfo, MarginReport, Prompt, SearchResult

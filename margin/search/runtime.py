@@ -28,7 +28,8 @@ from typing import Any
 from margin.batching import Batcher
 from margin.errors import InputError
 from margin.guards.base import Guard
-from margin.guards.spec import GuardSpec, build_guard
+from margin.guards.make import build_guard
+from margin.guards.spec import GuardSpec
 from margin.search.driver import Driver, OnBatch
 from margin.search.source import call_guard
 from margin.types import GuardInfo, Verdict

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import replace
-from typing import Any
 
 from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
-
-STRATEGIES = ("cheapest", "exhaustive", "adaptive")
 
 
 class PromptSearch(ABC):
@@ -149,19 +146,3 @@ class ExhaustiveSearch(PromptSearch):
     @property
     def done(self) -> bool:
         return len(self.verdicts) == len(self.candidates) + 1
-
-
-def make_search(strategy: str, prompt: Prompt, original: Candidate, candidates: list[Candidate],
-                budget: float, **options: Any) -> PromptSearch:
-    """`options` are the adaptive search's (cost_model, seed, max_calls, incumbent)."""
-    if strategy == "adaptive":
-        from margin.search.adaptive import AdaptiveSearch  # it builds on PromptSearch, above
-
-        return AdaptiveSearch(prompt, original, candidates, budget, **options)
-    if options:
-        raise ValueError(f"search {strategy!r} takes no options (given {', '.join(sorted(options))})")
-    if strategy == "cheapest":
-        return CheapestSearch(prompt, original, candidates, budget)
-    if strategy == "exhaustive":
-        return ExhaustiveSearch(prompt, original, candidates, budget)
-    raise ValueError(f"unknown search strategy {strategy!r}; expected one of {STRATEGIES}")

@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from margin.cost import CostModel
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
-from margin.guards.spec import GuardSpec, check, describe_guard
+from margin.guards.make import describe_guard
+from margin.guards.spec import GuardSpec, check
 from margin.judges.llm import LLMJudge
 from margin.judges.template import builtin_templates, load_template
 from margin.pairings import Thresholds

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from margin.guards.spec import build_guard
+from margin.guards.make import build_guard
 from margin.records import ReceiptWriter
 from margin.search.cache import VerdictCache, default_cache_path
 from margin.search.candidates import original_candidate

@@ -29,23 +29,18 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from margin.cost import edit_distance
-from margin.transforms.draws import Draws, shuffled
+from margin.transforms.draws import Draws, seeded_order
+from margin.transforms.salience import salient_order
+from margin.transforms.words import word_spans
 from margin.types import TransformInfo, TransformKind
 
-WORD = re.compile(r"\w+")
 SALIENT = "salient:"
 Encoder = Callable[[str], str]
-
-
-def word_spans(text: str) -> list[tuple[int, int]]:
-    """Words are maximal runs of Unicode word characters, as (start, end) code-point offsets."""
-    return [m.span() for m in WORD.finditer(text)]
 
 
 def position_draws(seed: int, position: int) -> Draws:
@@ -180,8 +175,6 @@ class EditTransform(Transform):
         (eligible and not overlapping an earlier one: the n of a ``p%`` strength)."""
         candidates = list(_eligible(self, text))
         if salient:
-            from margin.transforms.salience import salient_order
-
             ordered = salient_order(text, candidates, lambda p: self.span(text, p), seed)
         else:
             ordered = seeded_order(candidates, seed)
@@ -283,10 +276,6 @@ def _positions_per_word(transform: EditTransform, text: str) -> tuple[tuple[int,
 def _replacements(transform: EditTransform, text: str, seed: int) -> dict[int, str]:
     """The replacements made so far for (transform, text, seed), by position."""
     return {}
-
-
-def seeded_order(positions: Sequence[int], seed: int) -> list[int]:
-    return shuffled(positions, seed, "order")
 
 
 def is_fresh(option: str, present: frozenset[str] | set[str]) -> bool:

@@ -9,9 +9,10 @@
 
 from __future__ import annotations
 
-from margin.transforms.base import EditTransform, WrapperTransform, word_spans
+from margin.transforms.base import EditTransform, WrapperTransform
 from margin.transforms.draws import Draws
 from margin.transforms.encodings import reverse
+from margin.transforms.words import word_spans
 
 LRO, RLO, PDF = "\u202d", "\u202e", "\u202c"
 FSI, PDI = "\u2068", "\u2069"

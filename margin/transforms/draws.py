@@ -39,3 +39,8 @@ class Draws:
 def shuffled(items: Iterable[int], *label: object) -> list[int]:
     """`items` in a seeded order: sorted by the hash of (label, item)."""
     return sorted(items, key=lambda item: hash64("margin", *label, item))
+
+
+def seeded_order(positions: Sequence[int], seed: int) -> list[int]:
+    """Edit positions in the seeded order that `k` and `p%` strengths take them in."""
+    return shuffled(positions, seed, "order")

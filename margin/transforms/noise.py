@@ -11,8 +11,9 @@ import functools
 import string
 from collections.abc import Sequence
 
-from margin.transforms.base import EditTransform, Insertion, Substitution, word_spans
+from margin.transforms.base import EditTransform, Insertion, Substitution
 from margin.transforms.draws import Draws
+from margin.transforms.words import word_spans
 
 LEET = {"a": "4", "e": "3", "i": "1", "o": "0", "s": "5", "t": "7", "b": "8", "g": "9"}
 SEPARATORS = ("-", ".", "_", "*")

@@ -17,8 +17,8 @@ import functools
 from collections.abc import Callable, Sequence
 from importlib import resources
 
-from margin.transforms.base import seeded_order, word_spans
-from margin.transforms.draws import shuffled
+from margin.transforms.draws import seeded_order, shuffled
+from margin.transforms.words import word_spans
 
 
 @functools.cache

@@ -12,8 +12,9 @@ import functools
 import string
 import unicodedata
 
-from margin.transforms.base import WORD, EditTransform, word_spans
+from margin.transforms.base import EditTransform
 from margin.transforms.draws import Draws
+from margin.transforms.words import WORD, word_spans
 
 ROTATIONS = {"b": "q", "q": "b", "d": "p", "p": "d", "n": "u", "u": "n"}
 
