@@ -45,35 +45,28 @@ def train_tokenizer():  # type: ignore[no-untyped-def]
     return tok
 
 
-def build_tiny_llama(path: Path, *, seed: int = 0, context: int = 256) -> Path:
+def _build_tiny(path: Path, model_class: str, seed: int, context: int, **config_extra: object) -> Path:
+    """A randomly initialised 2-layer Llama of `model_class` with the local tokenizer, saved at `path`."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers
 
     tok = train_tokenizer()
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id)
-    model = LlamaForCausalLM(config).eval()
+    config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=context, bos_token_id=tok.bos_token_id,
+                                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                                      **config_extra)
+    model = getattr(transformers, model_class)(config).eval()
     tok.save_pretrained(path)
     model.save_pretrained(path)
     return path
+
+
+def build_tiny_llama(path: Path, *, seed: int = 0, context: int = 256) -> Path:
+    return _build_tiny(path, "LlamaForCausalLM", seed, context)
 
 
 def build_tiny_classifier(path: Path, *, labels: tuple[str, str] = ("SAFE", "INJECTION"), seed: int = 0) -> Path:
-    import torch
-    from transformers import LlamaConfig, LlamaForSequenceClassification
-
-    tok = train_tokenizer()
-    torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         num_labels=2, id2label=dict(enumerate(labels)),
-                         label2id={name: i for i, name in enumerate(labels)},
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id)
-    model = LlamaForSequenceClassification(config).eval()
-    tok.save_pretrained(path)
-    model.save_pretrained(path)
-    return path
+    return _build_tiny(path, "LlamaForSequenceClassification", seed, 512, num_labels=2,
+                       id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)})
