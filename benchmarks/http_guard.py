@@ -21,7 +21,8 @@ class SlowChatHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 (the http.server spelling)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         time.sleep(self.delay_s)
-        text = body["messages"][-1]["content"]
+        content = body["messages"][-1]["content"]  # a string, or parts (Llama Guard 4's template)
+        text = content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
         label = "unsafe" if hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[0] < 64 else "safe"
         payload = json.dumps({
             "id": "bench", "object": "chat.completion", "created": 0, "model": body.get("model", "bench"),

@@ -30,7 +30,7 @@ from margin.guards.make import parse_guard_spec
 from margin.guards.spec import GuardSpec
 from margin.records import read_jsonl
 from margin.search.run import PreparedRun, RunConfig, RunOutcome, execute, prepare
-from margin.search.runtime import connect, disconnect
+from margin.engine.cluster import connect, disconnect
 from margin.types import SearchResult
 
 SHARED_XSTEST = Path(__file__).resolve().parents[2] / "shared" / "data" / "xstest" / "xstest_prompts.csv"

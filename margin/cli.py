@@ -60,8 +60,18 @@ def run(
     shard: Annotated[str | None, typer.Option(help="i/n: run every n-th prompt from the i-th (join with `margin merge`)")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the verdict cache")] = False,
     max_missing: Annotated[str, typer.Option(help="fail past this share of prompts without a verdict (1% or 0.01)")] = "1%",
-    max_attempts: Annotated[int, typer.Option(help="attempts per text before it counts as missing")] = 3,
-    call_timeout: Annotated[float, typer.Option(help="seconds a guard batch may take before it counts as hung")] = 300.0,
+    max_attempts: Annotated[int | None, typer.Option(
+        help="attempts per text before it counts as missing (default: the guard file's, else 3)")] = None,
+    call_timeout: Annotated[float | None, typer.Option(
+        help="seconds one request may take (endpoints; default 120) or one batch (in-process guards; "
+             "default 300) before it is an attempt without output")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(
+        help="endpoints: requests in flight at most (default 64; backs off on 429/503)")] = None,
+    requests_per_second: Annotated[float | None, typer.Option(
+        help="endpoints: requests started per second at most (default: no limit)")] = None,
+    hedge_after: Annotated[str | None, typer.Option(
+        help="endpoints: send a second copy of a request unanswered after this many seconds | auto "
+             "(3 x p95 latency, at least 1 s; the default) | off")] = None,
 ) -> None:
     """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
     from margin.guards.make import parse_guard_spec
@@ -77,8 +87,8 @@ def run(
 
     if resume is not None and out is not None and out != resume:
         raise InputError("give either --out or --resume (the folder to continue), not both", field="--out")
-    if max_attempts < 1:
-        raise InputError("must be at least 1", field="--max-attempts")
+    limits = check_limits(max_attempts=max_attempts, call_timeout=call_timeout, max_concurrency=max_concurrency,
+                          requests_per_second=requests_per_second, hedge_after=hedge_after)
     spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
                             threshold=threshold, normalize=normalize, replicas=replicas, num_cpus=num_cpus,
                             num_gpus=num_gpus)
@@ -87,8 +97,7 @@ def run(
                        batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
                        ray_address=ray_address, shard=parse_shard(shard) if shard else None,
                        cache=not no_cache, max_missing=parse_share(max_missing, "--max-missing"),
-                       max_attempts=max_attempts, call_timeout_s=call_timeout, max_calls=max_calls,
-                       incumbents=incumbents)
+                       max_calls=max_calls, incumbents=incumbents, **limits)
     prepared = prepare(config)
     assert prepared.info is not None
     out_dir = resume or out or default_out_dir(prepared.info.id)
@@ -99,6 +108,27 @@ def run(
     except CoverageError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
+
+
+def check_limits(*, max_attempts: int | None, call_timeout: float | None, max_concurrency: int | None,
+                 requests_per_second: float | None, hedge_after: str | None) -> dict[str, Any]:
+    """The call-limit flags as RunConfig fields, each checked (exit 2 naming the flag)."""
+    for value, flag in ((max_attempts, "--max-attempts"), (max_concurrency, "--max-concurrency")):
+        if value is not None and value < 1:
+            raise InputError("must be at least 1", field=flag)
+    for number, flag in ((call_timeout, "--call-timeout"), (requests_per_second, "--requests-per-second")):
+        if number is not None and number <= 0:
+            raise InputError("must be positive", field=flag)
+    hedge: float | str | None = hedge_after
+    if hedge_after is not None and hedge_after not in ("auto", "off"):
+        try:
+            hedge = float(hedge_after)
+        except ValueError:
+            raise InputError(f"expected seconds, auto or off, got {hedge_after!r}", field="--hedge-after") from None
+        if hedge <= 0:
+            raise InputError("must be positive (or off)", field="--hedge-after")
+    return {"max_attempts": max_attempts, "call_timeout_s": call_timeout, "max_concurrency": max_concurrency,
+            "requests_per_second": requests_per_second, "hedge_after_s": hedge}
 
 
 def parse_share(text: str, flag: str) -> float:
@@ -159,10 +189,22 @@ def print_summary(outcome: Any) -> None:
     if figures.batches:
         rate = outcome.guard_calls / figures.search_s if figures.search_s else 0.0
         table.add_row("calls per second", f"{rate:,.0f}")
-        table.add_row("mean batch fill %", fmt(100 * (figures.mean_fill or 0.0), 1))
-        table.add_row("guard compute / wall s", f"{figures.compute_s:.1f} / {figures.search_s:.1f}")
-    if figures.restarts or figures.timeouts:
-        table.add_row("guard actor restarts (timeouts)", f"{figures.restarts + figures.timeouts} ({figures.timeouts})")
+        if figures.streamed:
+            p50, p95 = figures.latency(0.5), figures.latency(0.95)
+            table.add_row("request latency p50 / p95 s", f"{p50 or 0:.3f} / {p95 or 0:.3f}")
+            table.add_row("retries / hedges / 429-503", f"{figures.retries} / {figures.hedges} / {figures.overloads}")
+            if figures.lowest_concurrency is not None:
+                table.add_row("lowest concurrency", f"{figures.lowest_concurrency:.0f}")
+            table.add_row("wall s", f"{figures.search_s:.1f}")
+        else:
+            table.add_row("mean batch fill %", fmt(100 * (figures.mean_fill or 0.0), 1))
+            table.add_row("guard compute / wall s", f"{figures.compute_s:.1f} / {figures.search_s:.1f}")
+            if figures.retries:
+                table.add_row("retries", str(figures.retries))
+    if figures.restarts:
+        table.add_row("guard actor restarts", str(figures.restarts))
+    if figures.timeouts:
+        table.add_row("calls past --call-timeout", str(figures.timeouts))
     console.print(table)
     console.print(f"wrote {outcome.out_dir}/ (receipts.jsonl, results.jsonl, snapshot.json, curves.png/.svg); "
                   f"margin report {outcome.out_dir} for slices, coverage and flips")

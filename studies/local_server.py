@@ -188,8 +188,15 @@ def make_server(host: str, port: int, delay_s: float = 0.0,
                                           "message": {"role": "assistant", "content": text}}],
                              "usage": {"prompt_tokens": 0, "completion_tokens": len(words), "total_tokens": len(words)}})
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = ThreadingHTTPServer((host, port), Handler, bind_and_activate=False)
     server.daemon_threads = True
+    server.request_queue_size = 1024  # margin keeps many requests in flight; 5 would refuse bursts
+    try:
+        server.server_bind()
+        server.server_activate()
+    except BaseException:
+        server.server_close()
+        raise
     return server
 
 

@@ -47,7 +47,7 @@ def model_entry(url: str, name: str = "toy-medium", **extra: Any) -> dict[str, A
     size, index = sizes.get(name, (1, 1))
     return {"id": name, "name": name, "creator": "margin", "parameters_b": size, "capability_index": index,
             "backend": "openai", "model": name, "base_url": url,
-            "backend_options": {"max_attempts": 1, "timeout_s": 10}, **extra}
+            "backend_options": {"max_attempts": 1, "timeout_s": 10, "hedge_after_s": "off"}, **extra}
 
 
 def study_config(url: str, *, guard: Any = "keyword", models: list[str] | None = None,

@@ -18,7 +18,6 @@ from margin.search.driver import drive
 from margin.search.edits import ADAPTIVE, rebuild_text
 from margin.search.make import make_search
 from margin.search.optimum import safe_optimum, substring_regions, unsafe_optimum
-from margin.search.source import InProcessSource
 from margin.transforms.suites import load_suite
 from margin.types import Prompt
 from tests.helpers import FlakyGuard, HashGuard
@@ -34,7 +33,7 @@ def adaptive(guard, prompts, *, corpus=None, max_calls=100, batch_size=64, incum
                                max_calls=max_calls, incumbent=(incumbents or {}).get(p.id), prior=prior)
                 for p in prompts]
     calls = []
-    results = drive(searches, InProcessSource(guard, retry_wait_s=0), batch_size=batch_size, on_call=calls.append)
+    results = drive(searches, guard, batch_size=batch_size, on_call=calls.append)
     return results, calls, model, searches
 
 
@@ -43,7 +42,7 @@ def standard(guard, prompts, *, budget=100.0, seed=0, suite="standard"):
     suite_obj = load_suite(suite)
     searches = [make_search("cheapest", p, original_candidate(p, seed),
                             build_candidates(p, suite_obj, model, budget, seed), budget) for p in prompts]
-    return drive(searches, InProcessSource(guard, retry_wait_s=0), batch_size=64, on_call=lambda _: None)
+    return drive(searches, guard, batch_size=64, on_call=lambda _: None)
 
 
 def xstest_prompts(path):

@@ -1,7 +1,7 @@
 import asyncio
 from collections.abc import Callable
 
-from margin.batching import Batcher
+from margin.engine.batcher import Batcher
 
 
 def recording(result_of: Callable[[list[int]], int]):

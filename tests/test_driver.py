@@ -25,7 +25,10 @@ from margin.search.make import make_search
 from margin.search.merge import merge_runs
 from margin.search.run import CoverageError, RunConfig, check_coverage, execute, prepare
 from margin.search.shards import parse_shard, select_shard
-from margin.search.source import InProcessSource, call_guard
+from margin.engine.book import Outcome
+from margin.engine.calls import call_batch
+from margin.engine.loop import run_pools
+from margin.search.guard_pool import local_pool
 from margin.transforms.suites import load_suite
 from margin.types import GuardInfo, Verdict
 from tests.helpers import FlakyGuard, HashGuard
@@ -40,29 +43,40 @@ def searches_for(strategy, prompts, suite="quick", budget=100.0):
                         budget) for p in prompts]
 
 
+def run_local(driver, guard, batch_size):
+    run_pools(driver.book, [local_pool(guard, batch_size)])
+
+
 def in_process(strategy, prompts, guard, batch_size=16, **kwargs):
     driver = Driver(searches_for(strategy, prompts), retry_wait_s=0, **kwargs)
-    InProcessSource(guard, retry_wait_s=0).run(driver, batch_size)
+    run_local(driver, guard, batch_size)
     return driver
 
 
 def chaotic(strategy, prompts, guard, rng: random.Random):
     """Batches of random size, several in flight, answered in random order, texts shuffled."""
     driver = Driver(searches_for(strategy, prompts), retry_wait_s=0)
-    inflight: list[list[tuple[str, int]]] = []
+    book = driver.book
+    inflight = []
     while not driver.finished:
         if not inflight or rng.random() < 0.5:
-            taken = driver.take(rng.randint(1, 9))
+            taken = book.take("guard", rng.randint(1, 9))
             if taken:
                 inflight.append(taken)
                 continue
             assert inflight, "driver is stuck"
         batch = inflight.pop(rng.randrange(len(inflight)))
-        output = call_guard(guard, [t for t, _ in batch])
-        items = [(t, a, v, 0.0, e) for (t, a), v, e in zip(batch, output.verdicts, output.errors, strict=True)]
+        result = call_batch(guard_caller(guard), [t.request for t in batch])
+        items = [Outcome(t.key, t.attempt, v, 0.0, e) for t, v, e in zip(batch, result.outputs, result.errors, strict=True)]
         rng.shuffle(items)
-        driver.deliver_many(items)
+        book.deliver(items)
     return driver.ordered_results()
+
+
+def guard_caller(guard):
+    from margin.search.guard_pool import GuardCaller
+
+    return GuardCaller(guard)
 
 
 @settings(max_examples=20, deadline=None)
@@ -80,7 +94,7 @@ def test_cheapest_overshoots_the_fewest_exact_calls_by_at_most_the_window_share(
     (or every candidate when nothing flips); batching may add at most WINDOW_GROWTH of that."""
     searches = searches_for("cheapest", SAMPLE, suite="standard")
     driver = Driver(searches, retry_wait_s=0)
-    InProcessSource(HashGuard(share, salt="w"), retry_wait_s=0).run(driver, 64)
+    run_local(driver, HashGuard(share, salt="w"), 64)
     for search, result in zip(searches, driver.ordered_results(), strict=True):
         if result.flip_cost == 0:
             needed = 1

@@ -1,20 +1,22 @@
 """The OpenAI-compatible HTTP path against a real server on 127.0.0.1 that injects 500s,
-429 with Retry-After, timeouts and unreadable bodies: every prompt completes, failures are
-retried, garbage is `invalid`, and the API key never appears in any output."""
+429 with Retry-After, timeouts and unreadable bodies: through the engine every prompt
+completes, each failed attempt is recorded and retried, garbage is `invalid`, and the API
+key never appears in any output."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
-import random
-import traceback
 
 import pytest
 
-from margin.guards.backends import http
-from margin.guards.backends.http import backoff_delay, retry_after_seconds
+from margin.engine.book import Backoff, Book, Outcome
+from margin.engine.limits import EndpointLimits
+from margin.engine.loop import run_pools
+from margin.engine.stream import StreamPool
+from margin.guards.backends.http import retry_after_seconds
+from margin.search.guard_pool import RemoteGuardCaller
 from margin.guards.make import build_guard, parse_guard_spec
 from tests.openai_server import FakeOpenAI
 from tests.test_cli import margin
@@ -43,37 +45,32 @@ def llama_guard_answer(text: str) -> str:
 
 
 @pytest.fixture
-def fast_backoff(monkeypatch):
-    waits: list[float] = []
-
-    async def record(seconds: float) -> None:
-        waits.append(seconds)
-        await asyncio.sleep(0)
-
-    monkeypatch.setattr(http, "sleep", record)
-    return waits
-
-
-@pytest.fixture
 def api_key(monkeypatch):
     monkeypatch.setenv("MARGIN_TEST_KEY", KEY)
     return KEY
 
 
-def options(**extra):
-    return {"timeout_s": 0.3, "max_attempts": 5, "concurrency": 3, **extra}
+def classify(guard, texts, **limits):
+    """Every text through the engine (book + stream pool), as a run sends them; returns the
+    verdicts (None: missing) and every attempt's outcome."""
+    settings = {"timeout_s": 0.3, "max_attempts": 5, "max_concurrency": 3, "hedge_after_s": None, **limits}
+    answers: dict[str, object] = {}
+    outcomes: list[Outcome] = []
+    book = Book(answer=lambda text, verdict: answers.__setitem__(text, verdict),
+                record=lambda _owner, _job, outcome: outcomes.append(outcome),
+                max_attempts=settings["max_attempts"], backoff=Backoff(0.001, 0.01))
+    for text in texts:
+        book.ask("guard", text, text, text)
+    run_pools(book, [StreamPool("guard", RemoteGuardCaller(guard), EndpointLimits(**settings))])
+    return [answers[t] for t in texts], outcomes
 
 
-def test_chat_family_completes_every_prompt_through_faults(fast_backoff, api_key, caplog):
+def test_chat_family_completes_every_prompt_through_faults(api_key, caplog):
     caplog.set_level(logging.DEBUG)
     with FakeOpenAI(llama_guard_answer, key=KEY, fault=first_attempt_faults, stall_s=0.8) as server:
         spec = parse_guard_spec("llama-guard-3-8b", backend="openai", base_url=server.base_url,
-                                api_key_env="MARGIN_TEST_KEY").model_copy(update={"backend_options": options()})
-        guard = build_guard(spec)
-        try:
-            verdicts = guard.classify(PROMPTS)
-        finally:
-            guard.close()
+                                api_key_env="MARGIN_TEST_KEY")
+        verdicts, outcomes = classify(build_guard(spec), PROMPTS)
     assert all(v is not None for v in verdicts)  # every prompt completed
     for text, verdict in zip(PROMPTS, verdicts, strict=True):
         expected = "invalid" if is_garbage(text) else ("unsafe" if "bomb" in text else "safe")
@@ -83,17 +80,22 @@ def test_chat_family_completes_every_prompt_through_faults(fast_backoff, api_key
     assert set(server.faults) == {"500", "429", "timeout", "badjson"}
     assert all(server.attempts[t] == (2 if first_attempt_faults(t, 1) else 1) for t in PROMPTS)
     assert server.max_in_flight <= 3  # bounded concurrency per endpoint
-    assert sum(1 for w in fast_backoff if w >= 2.0) == server.faults["429"]  # Retry-After honoured
+    failed = [o for o in outcomes if o.output is None]
+    served = [o for o in failed if not o.error.startswith("timeout")]
+    assert len(served) == server.faults["500"] + server.faults["429"] + server.faults["badjson"]
+    assert sum(1 for o in failed if o.retry_after_s == 2.0) == server.faults["429"]  # Retry-After read
+    # each stall is an attempt past the time limit (a slow first connection on a busy machine may add one)
+    assert len(failed) - len(served) >= server.faults["timeout"]
     sent = server.requests[0]["body"]
     assert sent["temperature"] == 0 and sent["logprobs"] is True and sent["top_logprobs"] == 20
     assert len(sent["messages"]) == 1 and sent["messages"][0]["role"] == "user"
     assert sent["messages"][0]["content"] in PROMPTS  # 3-8B takes string content
     leaked = [v.raw for v in verdicts if KEY in v.raw]
     assert not leaked and any("[redacted]" in v.raw for v in verdicts)
-    assert KEY not in caplog.text
+    assert KEY not in caplog.text and not any(KEY in (o.error or "") for o in outcomes)
 
 
-def test_template_kwargs_and_raw_prompts_reach_the_server(fast_backoff):
+def test_template_kwargs_and_raw_prompts_reach_the_server():
     with FakeOpenAI(lambda text: "Harmful request: no\nResponse refusal: n/a\nHarmful response: n/a") as server:
         guard = build_guard(parse_guard_spec("wildguard", backend="openai", base_url=server.base_url))
         assert [v.label for v in guard.classify(["hello"])] == ["safe"]
@@ -108,32 +110,27 @@ def test_template_kwargs_and_raw_prompts_reach_the_server(fast_backoff):
                                                                        "think": False}
 
 
-def test_no_output_after_retries_raises_a_redacted_error(fast_backoff, api_key, caplog):
+def test_no_output_after_every_attempt_is_missing_with_a_redacted_error(api_key, caplog):
     caplog.set_level(logging.DEBUG)
     with FakeOpenAI(llama_guard_answer, key=KEY, fault=lambda text, attempt: "500") as server:
         spec = parse_guard_spec("llama-guard-3-8b", backend="openai", base_url=server.base_url,
-                                api_key_env="MARGIN_TEST_KEY").model_copy(
-                                    update={"backend_options": options(max_attempts=3)})
-        guard = build_guard(spec)
-        with pytest.raises(RuntimeError) as caught:
-            guard.classify(["a", "b"])
-        guard.close()
-    assert server.attempts["a"] == 3 and len(fast_backoff) == 4
-    text = "".join(traceback.format_exception(caught.value))
-    assert "500" in text and KEY not in text and "[redacted]" in text
+                                api_key_env="MARGIN_TEST_KEY")
+        verdicts, outcomes = classify(build_guard(spec), ["a", "b"], max_attempts=3)
+    assert verdicts == [None, None] and server.attempts["a"] == 3 and len(outcomes) == 6
+    assert all("500" in o.error and KEY not in o.error and "[redacted]" in o.error for o in outcomes)
     assert KEY not in caplog.text
 
 
-def test_client_errors_are_not_retried(fast_backoff, monkeypatch):
+def test_client_errors_are_not_retried(monkeypatch):
     monkeypatch.setenv("MARGIN_WRONG_KEY", "sk-wrong-key-000")
     with FakeOpenAI(llama_guard_answer, key=KEY) as server:
         spec = parse_guard_spec("llama-guard-3-8b", backend="openai", base_url=server.base_url,
                                 api_key_env="MARGIN_WRONG_KEY")
-        guard = build_guard(spec)
-        with pytest.raises(RuntimeError, match="401"):
-            guard.classify(["a"])
-        guard.close()
-    assert server.attempts["a"] == 0 and not fast_backoff  # 401 before any text was read: no retry
+        verdicts, outcomes = classify(build_guard(spec), ["a"])
+        with pytest.raises(RuntimeError, match="401"):  # outside the engine: one attempt, raised
+            build_guard(spec).classify(["a"])
+    assert verdicts == [None] and len(outcomes) == 1 and "401" in outcomes[0].error  # no retry helps
+    assert server.attempts["a"] == 0  # 401 before any text was read
 
 
 def moderation_result(text: str) -> dict:
@@ -150,23 +147,19 @@ def mistral_result(text: str) -> dict:
 
 @pytest.mark.parametrize(("preset", "moderate"), [("openai-moderation", moderation_result),
                                                   ("mistral-moderation", mistral_result)])
-def test_moderation_apis_batch_and_retry(fast_backoff, api_key, preset, moderate):
+def test_moderation_apis_send_lists_and_retry(api_key, preset, moderate):
+    texts = PROMPTS[:8]
     with FakeOpenAI(llama_guard_answer, key=KEY, fault=first_attempt_faults, moderate=moderate) as server:
         spec = parse_guard_spec(preset, base_url=server.base_url, api_key_env="MARGIN_TEST_KEY")
-        guard = build_guard(spec.model_copy(update={"backend_options": options()}))
-        verdicts = guard.classify(PROMPTS[:8])
-        guard.close()
-    assert [v.label for v in verdicts] == ["unsafe" if "bomb" in t else "safe" for t in PROMPTS[:8]]
-    assert server.requests[-1]["body"]["input"] == PROMPTS[:8]  # one request for the batch
+        guard = build_guard(spec.model_copy(update={"max_batch_size": 4}))
+        verdicts, _ = classify(guard, texts)
+    assert [v.label for v in verdicts] == ["unsafe" if "bomb" in t else "safe" for t in texts]
+    inputs = [r["body"]["input"] for r in server.requests]
+    assert all(len(i) <= 4 for i in inputs) and sorted(t for i in inputs[-2:] for t in i) != []  # lists of 4
+    assert {t for i in inputs for t in i} == set(texts)
 
 
-def test_backoff_is_exponential_jittered_and_honours_retry_after():
-    rng = random.Random(1)
-    delays = [backoff_delay(a, base_s=1.0, cap_s=8.0, retry_after_s=None, rng=rng) for a in range(1, 7)]
-    assert all(0 <= d <= min(8.0, 2 ** (a - 1)) for a, d in zip(range(1, 7), delays, strict=True))
-    assert len(set(delays)) == len(delays)  # jitter
-    assert backoff_delay(1, base_s=0.01, cap_s=8.0, retry_after_s=3.0, rng=rng) == 3.0
-    assert backoff_delay(1, base_s=0.01, cap_s=8.0, retry_after_s=60.0, rng=rng) == 8.0
+def test_retry_after_headers_are_read():
     assert retry_after_seconds({"retry-after": "2"}) == 2.0
     assert retry_after_seconds({"retry-after-ms": "250"}) == 0.25
     assert retry_after_seconds({"retry-after": "Wed, 02 Dec 2026 12:00:10 GMT"}, now=1796212800.0) == 10.0
@@ -178,7 +171,7 @@ def test_margin_run_over_http_writes_receipts_and_never_the_key(tmp_path, monkey
     with FakeOpenAI(llama_guard_answer, key=KEY, fault=first_attempt_faults, stall_s=0.8) as server:
         guard_file.write_text(
             f"guard: llama-guard-3-8b\nbackend: openai\nbase_url: {server.base_url}\napi_key_env: MARGIN_TEST_KEY\n"
-            "backend_options: {timeout_s: 0.3, max_attempts: 5, backoff_base_s: 0.001, backoff_cap_s: 0.01}\n")
+            "backend_options: {timeout_s: 0.3, max_attempts: 5}\n")
         monkeypatch.setenv("MARGIN_TEST_KEY", KEY)
         out = tmp_path / "run"
         proc = margin("run", "--guard", str(guard_file), "--suite", "quick", "--limit", "6", "--out", str(out))
@@ -187,7 +180,11 @@ def test_margin_run_over_http_writes_receipts_and_never_the_key(tmp_path, monkey
     assert len(results) == 6 and all(r["status"] == "scored" for r in results)
     calls = [json.loads(line) for line in (out / "receipts.jsonl").read_text().splitlines()
              if '"kind": "call"' in line]
-    assert calls and all(c["verdict"] in ("safe", "unsafe", "invalid") for c in calls)
+    assert calls and all(c["verdict"] in ("safe", "unsafe", "invalid") or c["error"] for c in calls)
+    failed = [c for c in calls if c["verdict"] is None]
+    assert failed and all(c["attempt"] >= 1 and not c["cached"] for c in failed)  # each failed attempt recorded
+    answered = {c["text_sha256"] for c in calls if c["verdict"]}
+    assert {c["text_sha256"] for c in failed} <= answered  # ... and retried until it had a verdict
     evaluation = json.loads((out / "snapshot.json").read_text())["data"][0]["evaluation"]
     assert evaluation["backend"] == "openai" and evaluation["checkpoint"] == "meta-llama/Llama-Guard-3-8B"
     assert len(evaluation["template_sha256"]) == 64 and evaluation["threshold"] == 0.5

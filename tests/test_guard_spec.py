@@ -70,7 +70,7 @@ def test_bad_specs_name_the_flag(text, overrides, field):
 def test_guard_file_round_trip(tmp_path):
     path = tmp_path / "g.yaml"
     path.write_text("guard: qwen3guard-gen-4b\nid: qwen-loose\nbackend: openai\nbase_url: http://127.0.0.1:1/v1\n"
-                    "options:\n  controversial: safe\nbackend_options: {concurrency: 4}\nreplicas: 2\n")
+                    "options:\n  controversial: safe\nbackend_options: {max_concurrency: 4}\nreplicas: 2\n")
     spec = parse_guard_spec(str(path), threshold=0.4)
     assert spec.name == "qwen3guard-gen-4b" and spec.replicas == 2 and spec.threshold == 0.4
     info = describe_guard(spec)

@@ -7,76 +7,53 @@ from typing import Any
 
 import pytest
 
-from margin.studies.calls import Calls, load_replay, request_key
+from margin.engine.book import Outcome
+from margin.studies.calls import StudyCalls, load_replay, request_key
 from margin.studies.models import ChatModel, ModelSpec, Reply
 
 MSG = [{"role": "user", "content": "hello"}]
 OTHER = [{"role": "user", "content": "hello\u200b"}]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def book(**kwargs: Any) -> tuple[Calls, list[dict[str, Any]], Clock]:
+def book(**kwargs: Any) -> tuple[StudyCalls, list[dict[str, Any]]]:
     records: list[dict[str, Any]] = []
-    clock = Clock()
-    return Calls(["m"], on_record=records.append, clock=clock, **kwargs), records, clock
+    return StudyCalls(max_attempts={"m": 2}, retry_wait_s=0.0, on_record=records.append, **kwargs), records
 
 
 def test_a_request_is_sent_once_and_later_askers_join_or_read_memory():
-    calls, records, _ = book()
+    calls, records = book()
     got: list[Reply | None] = []
     calls.request("m", "model-key", MSG, {"role": "response"}, got.append)
     calls.request("m", "model-key", MSG, {"role": "response"}, got.append)  # joins the queued one
     calls.request("m", "model-key", OTHER, {"role": "response"}, got.append)  # one code point apart: its own
-    taken = calls.take("m", 10)
-    assert [m for _, m, _ in taken] == [MSG, OTHER]
-    calls.deliver([(taken[0][0], 1, Reply("hi"), 0.1, None), (taken[1][0], 1, Reply("hey", True), 0.1, None)])
+    taken = calls.book.take("m", 10)
+    assert [t.request for t in taken] == [MSG, OTHER]
+    calls.book.deliver([Outcome(taken[0].key, 1, Reply("hi"), 0.1), Outcome(taken[1].key, 1, Reply("hey", True), 0.1)])
     assert got == [Reply("hi"), Reply("hi"), Reply("hey", True)]
     calls.request("m", "model-key", MSG, {"role": "response"}, got.append)  # answered from memory
-    assert calls.finished and got[-1] == Reply("hi")
-    assert calls.stats.sent == 2 and calls.stats.cached == 2
+    assert calls.book.finished and got[-1] == Reply("hi")
+    assert calls.book.stats.sent == 2 and calls.counts.cached == 2
     assert [r["cached"] for r in records] == [False, False, True]  # a join writes no line of its own
+    assert records[0]["key"] == request_key("model-key", MSG) and records[0]["role"] == "response"
     assert request_key("model-key", MSG) != request_key("other-model", MSG)
 
 
-def test_no_output_is_retried_with_backoff_then_missing():
-    calls, records, clock = book(max_attempts=3, retry_wait_s=1.0)
-    got: list[Reply | None] = []
-    calls.request("m", "k", MSG, {}, got.append)
-    for attempt, wait in ((1, 1.0), (2, 2.0)):
-        (key, _, n), = calls.take("m", 5)
-        assert n == attempt
-        calls.deliver([(key, n, None, 0.0, "HTTP 500")])
-        assert calls.take("m", 5) == [] and calls.next_due() == clock.now + wait
-        clock.now += wait
-    (key, _, n), = calls.take("m", 5)
-    calls.deliver([(key, n, None, 0.0, "HTTP 500")])
-    assert got == [None] and calls.finished and calls.stats.missing == 1
-    assert [r["attempt"] for r in records] == [1, 2, 3] and all(r["error"] == "HTTP 500" for r in records)
-
-
 def test_replayed_outputs_answer_without_a_call_and_failed_attempts_continue():
-    first, records, _ = book(max_attempts=2)
+    first, records = book()
     first.request("m", "k", MSG, {}, lambda _: None)
     first.request("m", "k", OTHER, {}, lambda _: None)
-    taken = first.take("m", 5)
-    first.deliver([(taken[0][0], 1, Reply("hi"), 0.0, None), (taken[1][0], 1, None, 0.0, "timeout")])
-    replies, failed = load_replay(records)
-    assert replies == {taken[0][0]: Reply("hi")} and failed == {taken[1][0]: 1}
-    resumed, again, _ = book(max_attempts=2, replay=replies, failed=failed)
+    taken = first.book.take("m", 5)
+    first.book.deliver([Outcome(taken[0].key, 1, Reply("hi"), 0.0), Outcome(taken[1].key, 1, None, 0.0, "timeout")])
+    replay = load_replay(records)
+    assert replay.replies == {taken[0].key: Reply("hi")} and replay.failed == {taken[1].key: 1}
+    resumed, again = book(replay=replay)
     got: list[Reply | None] = []
     resumed.request("m", "k", MSG, {}, got.append)
     resumed.request("m", "k", OTHER, {}, got.append)
-    (key, _, attempt), = resumed.take("m", 5)  # only the one without output, on its second attempt
-    assert key == taken[1][0] and attempt == 2
-    resumed.deliver([(key, attempt, Reply("hey"), 0.0, None)])
-    assert got == [Reply("hi"), Reply("hey")] and resumed.stats.replayed == 1
+    (ticket,) = resumed.book.take("m", 5)  # only the one without output, on its second attempt
+    assert ticket.key == taken[1].key and ticket.attempt == 2
+    resumed.book.deliver([Outcome(ticket.key, 2, Reply("hey"), 0.0)])
+    assert got == [Reply("hi"), Reply("hey")] and resumed.counts.replayed == 1
     assert [r["output"] for r in again] == ["hey"]  # the replayed output is not written twice
 
 
@@ -85,8 +62,8 @@ def test_model_specs_check_their_backend():
         ModelSpec(backend="openai", model="m")
     with pytest.raises(ValueError, match="base_url needs backend: openai"):
         ModelSpec(backend="transformers", model="m", base_url="http://x")
-    with pytest.raises(ValueError, match="unknown backend option 'concurrency'"):
-        ModelSpec(backend="vllm", model="m", backend_options={"concurrency": 4})
+    with pytest.raises(ValueError, match="unknown backend option 'max_concurrency'"):
+        ModelSpec(backend="vllm", model="m", backend_options={"max_concurrency": 4})
     spec = ModelSpec(backend="transformers", model="org/m@abc123")
     assert spec.checkpoint() == ("org/m", "abc123") and spec.cpus == 1.0
     assert ModelSpec(base_url="http://x/v1", model="m").cpus == 0.0
@@ -109,10 +86,14 @@ def test_a_protected_model_on_transformers_generates_greedily(tmp_path):
 
 @pytest.mark.ray
 def test_a_model_actor_that_cannot_start_is_one_clear_error(ray_cluster, tmp_path):
-    from margin.studies.executors import PoolSpec, RayExecutor
+    from margin.engine.loop import run_pools
+    from margin.search.session import CallSettings
+    from margin.studies.model_pools import model_pool
 
     spec = ModelSpec(backend="transformers", model=str(tmp_path / "no-such-model"), num_cpus=0)
-    calls = Calls(["m"], max_attempts=1)
+    calls, _ = book()
     calls.request("m", "k", MSG, {}, lambda _: None)
-    with pytest.raises(RuntimeError, match="the actor for m could not start"):
-        RayExecutor({"m": PoolSpec(spec, 4)}, start_timeout_s=120).run(calls)
+    pool = model_pool("m", spec, 4, CallSettings(engine="ray"))
+    pool.start_timeout_s = 120
+    with pytest.raises(RuntimeError, match="every actor for m is gone"):
+        run_pools(calls.book, [pool])

@@ -49,7 +49,7 @@ def test_a_sigkilled_study_resumes_to_the_same_pairings(tmp_path, ray_address):
         config = study_config(url, models=["toy-medium", "toy-large"],
                               transformations=[("zero-width-space", "100%"), ("homoglyph", "100%")])
         for model in [*config["models"], config["judge"]["model"]]:
-            model.update({"max_batch_size": 4, "backend_options": {"concurrency": 2, "max_attempts": 1}})
+            model.update({"max_batch_size": 4, "backend_options": {"max_concurrency": 2, "max_attempts": 1}})
         path = write_config(tmp_path, config)
         reference = run_study(prepare(path), tmp_path / "ref", engine="local", cache=False)
         asked = len(log)

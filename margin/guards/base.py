@@ -19,6 +19,10 @@ class Guard(ABC):
 
     #: The most texts one `classify` call should receive.
     max_batch_size: int = 64
+    #: A guard behind a remote endpoint: the engine streams `aclassify` calls of
+    #: `texts_per_request` texts each, many in flight, instead of batching `classify`.
+    remote: bool = False
+    texts_per_request: int = 1
 
     @property
     @abstractmethod
@@ -27,5 +31,15 @@ class Guard(ABC):
     @abstractmethod
     def classify(self, texts: Sequence[str]) -> list[Verdict | None]: ...
 
+    async def aclassify(self, texts: Sequence[str]) -> list[Verdict]:
+        """Remote guards: one attempt at one request. A verdict per text (`invalid` for an
+        output with no classification); raises `margin.errors.TransportError` when the
+        endpoint gave no usable answer."""
+        raise NotImplementedError(f"{type(self).__name__} is not a remote guard")
+
     def close(self) -> None:  # noqa: B027 (optional hook, not abstract)
         """Release models or connections; the default holds none."""
+
+    async def aclose(self) -> None:
+        """Remote guards: release the running loop's connections."""
+        self.close()

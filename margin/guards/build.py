@@ -13,11 +13,11 @@ if TYPE_CHECKING:
 
 
 def endpoint(spec: GuardSpec, preset: Preset, options: dict[str, Any]) -> Any:
+    """The server's client; how hard it is pushed (concurrency, timeouts, attempts) is the
+    engine's business (`margin.engine.limits`)."""
     from margin.guards.backends.http import AsyncEndpoint
 
-    knobs = {k: options[k] for k in ("concurrency", "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s")
-             if k in options}
-    return AsyncEndpoint(spec.base_url or preset.base_url or "", spec.api_key_env or preset.api_key_env, **knobs)
+    return AsyncEndpoint(spec.base_url or preset.base_url or "", spec.api_key_env or preset.api_key_env)
 
 
 def build_preset(spec: GuardSpec, preset: Preset, info: GuardInfo) -> Guard:

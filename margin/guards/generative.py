@@ -8,6 +8,7 @@ verdict is p_unsafe >= threshold; without one, the parsed label stands.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import replace
@@ -24,6 +25,14 @@ class Backend(Protocol):
     def generate(self, requests: Sequence[GuardRequest]) -> list[Generation | Exception]: ...
 
     def close(self) -> None: ...
+
+
+class RemoteBackend(Backend, Protocol):
+    remote: bool
+
+    async def agenerate(self, request: GuardRequest) -> Generation: ...
+
+    async def aclose(self) -> None: ...
 
 
 def apply_threshold(verdict: Verdict, threshold: float | None) -> Verdict:
@@ -47,6 +56,7 @@ class GenerativeGuard(Guard):
         self.backend = backend
         self._info = info
         self.max_batch_size = max_batch_size
+        self.remote = bool(getattr(backend, "remote", False))
 
     @property
     def info(self) -> GuardInfo:
@@ -71,13 +81,29 @@ class GenerativeGuard(Guard):
                 errors.extend(failed)
                 verdicts.append(None)
                 continue
-            gens = [o for o in mine if isinstance(o, Generation)]
-            verdict = apply_threshold(self.adapter.parse(gens), self._info.threshold)
-            verdicts.append(replace(verdict, raw=raw_output(gens)))
+            verdicts.append(self._verdict([o for o in mine if isinstance(o, Generation)]))
         if errors and all(v is None for v in verdicts):
             # Nothing came back: raise, so the error text reaches the receipts.
             raise RuntimeError(redact(f"{type(errors[0]).__name__}: {errors[0]}"))
         return verdicts
 
+    async def aclassify(self, texts: Sequence[str]) -> list[Verdict]:
+        backend: RemoteBackend = self.backend  # type: ignore[assignment]
+        verdicts = []
+        for text in texts:
+            outputs = await asyncio.gather(*(backend.agenerate(r) for r in self.adapter.requests(text)))
+            verdicts.append(self._verdict(list(outputs)))
+        return verdicts
+
+    def _verdict(self, outputs: list[Generation]) -> Verdict:
+        verdict = apply_threshold(self.adapter.parse(outputs), self._info.threshold)
+        return replace(verdict, raw=raw_output(outputs))
+
     def close(self) -> None:
         self.backend.close()
+
+    async def aclose(self) -> None:
+        if self.remote:
+            await self.backend.aclose()  # type: ignore[attr-defined]
+        else:
+            self.close()

@@ -62,6 +62,8 @@ class NormalizingGuard(Guard):
         self.inner = inner
         self.how = how
         self.max_batch_size = inner.max_batch_size
+        self.remote = inner.remote
+        self.texts_per_request = inner.texts_per_request
         self._info = normalized_info(inner.info, how)
 
     @property
@@ -74,5 +76,14 @@ class NormalizingGuard(Guard):
         verdicts = dict(zip(unique, self.inner.classify(unique), strict=True))
         return [verdicts[n] for n in normalised]
 
+    async def aclassify(self, texts: Sequence[str]) -> list[Verdict]:
+        normalised = [normalize(t, self.how) for t in texts]
+        unique = list(dict.fromkeys(normalised))
+        verdicts = dict(zip(unique, await self.inner.aclassify(unique), strict=True))
+        return [verdicts[n] for n in normalised]
+
     def close(self) -> None:
         self.inner.close()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

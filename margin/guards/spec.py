@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from margin.engine.limits import LIMIT_OPTIONS
 from margin.errors import InputError
 from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, Preset
 from margin.guards.secrets import check_env_name
@@ -26,9 +27,9 @@ BACKENDS = ("transformers", "vllm", "openai")
 BACKEND_OPTIONS = {
     "transformers": {"device", "dtype", "top_logprobs"},
     "vllm": {"top_logprobs", "engine"},
-    "openai": {"top_logprobs", "concurrency", "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s"},
+    "openai": {"top_logprobs", *LIMIT_OPTIONS},
 }
-RUNTIME_OPTIONS = {"device", "concurrency", "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s", "engine"}
+RUNTIME_OPTIONS = {"device", "engine", *LIMIT_OPTIONS}
 
 
 class GuardSpec(BaseModel):

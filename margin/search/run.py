@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from margin.cost import COST_NORMS, CostModel, CostNorm
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.base import Guard
-from margin.guards.make import build_guard, describe_guard, parse_guard_spec
+from margin.guards.make import describe_guard, parse_guard_spec
 from margin.guards.spec import GuardSpec
 from margin.plots import CurveSeries, curves_figure, save
 from margin.protocols import mark_protocol, protocol_for
@@ -36,19 +35,16 @@ from margin.records import (
 from margin.search.adaptive import DEFAULT_MAX_CALLS
 from margin.search.cache import VerdictCache, default_cache_path
 from margin.search.candidates import build_candidates, original_candidate
-from margin.search.driver import Driver, Replay, Source
+from margin.search.driver import Replay
 from margin.search.incumbents import load_incumbents
 from margin.search.make import STRATEGIES, make_search
 from margin.search.resume import check_manifest, cut_torn_tail, load_replay
+from margin.search.session import ENGINES, CallSettings, Engine, EngineFigures, GuardSession
 from margin.search.shards import select_shard
-from margin.search.source import InProcessSource
 from margin.search.strategies import PromptSearch
 from margin.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
 from margin.transforms.suites import Suite, load_suite
 from margin.types import Candidate, Flip, GuardCall, GuardInfo, MarginReport, Prompt, SearchResult
-
-Engine = Literal["ray", "local"]
-ENGINES: tuple[Engine, ...] = ("ray", "local")
 
 
 @dataclass(frozen=True)
@@ -62,7 +58,13 @@ class RunConfig:
     limit: int | None = None
     cost_norm: CostNorm = "corpus"
     batch_size: int = 64
-    max_attempts: int = 3
+    # Call limits; None: the guard file's `backend_options`, else the engine's defaults
+    # (`margin.engine.limits.EndpointLimits` for endpoints; 3 attempts and 300 s for batches).
+    max_attempts: int | None = None
+    call_timeout_s: float | None = None
+    max_concurrency: int | None = None
+    requests_per_second: float | None = None
+    hedge_after_s: float | str | None = None
     retry_wait_s: float = 0.5
     engine: Engine = "ray"
     ray_address: str | None = None
@@ -70,7 +72,6 @@ class RunConfig:
     cache: bool = True
     cache_path: Path | None = None  # default: verdicts.sqlite in margin's cache folder
     max_missing: float = 0.01  # share of prompts that may end missing before the run fails
-    call_timeout_s: float = 300.0
     max_wait_s: float = 0.005
     # --search adaptive only: guard calls per prompt, and a standard run whose flips seed it.
     max_calls: int | None = None
@@ -82,6 +83,13 @@ class RunConfig:
     api_key_env: str | None = None
     threshold: float | None = None
     normalize: str | None = None  # nfkc | strip-format | nfkc+strip-format, before the guard
+
+    def call_settings(self) -> CallSettings:
+        return CallSettings(
+            engine=self.engine, ray_address=self.ray_address, batch_size=self.batch_size, max_wait_s=self.max_wait_s,
+            retry_wait_s=self.retry_wait_s, max_attempts=self.max_attempts, call_timeout_s=self.call_timeout_s,
+            max_concurrency=self.max_concurrency, requests_per_second=self.requests_per_second,
+            hedge_after_s=self.hedge_after_s)
 
     def guard_spec(self) -> GuardSpec:
         overrides = {"backend": self.backend, "model": self.model, "base_url": self.base_url,
@@ -145,33 +153,6 @@ class PreparedRun:
             out["max_calls"] = self.config.max_calls or DEFAULT_MAX_CALLS
             out["incumbents"] = self.config.incumbents
         return out
-
-
-@dataclass
-class EngineFigures:
-    """How the run went, for the summary and the benchmarks (never part of the results)."""
-
-    engine: str = "local"
-    replicas: int = 1
-    capacity: int = 0  # texts per guard batch
-    batches: int = 0
-    batch_texts: int = 0
-    steady_batches: int = 0
-    steady_texts: int = 0
-    compute_s: float = 0.0  # summed guard compute time over batches
-    search_s: float = 0.0  # wall time from the first call to the last result
-    restarts: int = 0
-    timeouts: int = 0
-
-    @property
-    def mean_fill(self) -> float | None:
-        return self.batch_texts / (self.batches * self.capacity) if self.batches and self.capacity else None
-
-    @property
-    def steady_fill(self) -> float | None:
-        if not self.steady_batches or not self.capacity:
-            return None
-        return self.steady_texts / (self.steady_batches * self.capacity)
 
 
 @dataclass
@@ -288,22 +269,6 @@ def open_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> Replay:
     return load_replay(receipts)
 
 
-def make_source(prepared: PreparedRun) -> Source:
-    config, spec = prepared.config, prepared.spec
-    assert spec is not None, "prepare() describes the guard before a run"
-    if config.engine == "local":
-        guard = prepared.guard or build_guard(spec)
-        return InProcessSource(guard, max_attempts=config.max_attempts, retry_wait_s=config.retry_wait_s)
-    from margin.search.runtime import RaySource
-
-    return RaySource(
-        prepared.guard or spec, replicas=spec.replicas, num_cpus=spec.num_cpus, num_gpus=spec.num_gpus,
-        max_batch_size=spec.max_batch_size or config.batch_size, max_wait_s=config.max_wait_s,
-        max_attempts=config.max_attempts, retry_wait_s=config.retry_wait_s,
-        call_timeout_s=config.call_timeout_s,
-    )
-
-
 def execute(
     prepared: PreparedRun,
     out_dir: Path,
@@ -315,80 +280,39 @@ def execute(
 ) -> RunOutcome:
     config = prepared.config
     assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"
-    spec, info = prepared.spec, prepared.info
-    check_run_dir(prepared, out_dir, resume)  # before Ray starts: a wrong folder fails fast
-    figures = EngineFigures(engine=config.engine,
-                            replicas=spec.replicas if config.engine == "ray" else 1)
-    started_ray = False
-    source: Source | None = None
+    info = prepared.info
+    check_run_dir(prepared, out_dir, resume)  # before anything starts: a wrong folder fails fast
     receipts: ReceiptWriter | None = None
     cache: VerdictCache | None = None
+    session = GuardSession(prepared.spec, info, config.call_settings(), guard=prepared.guard, on_batch=on_batch)
     try:
-        if config.engine == "ray":
-            from margin.search.runtime import RaySource, connect
+        with session:
+            # Only now, with the guard running, is anything written.
+            replay = open_run_dir(prepared, out_dir, resume)
+            receipts = ReceiptWriter(out_dir / "receipts.jsonl", replay.run_id or secrets.token_hex(8), info.id)
+            writer = receipts
+            if config.cache:
+                cache = VerdictCache(config.cache_path or default_cache_path(), info)
 
-            started_ray = connect(config.ray_address)
-            source = make_source(prepared)
-            assert isinstance(source, RaySource)
-            built = source.start()
-            if built != info:
-                raise RuntimeError(f"the guard built on the cluster is not the guard described here "
-                                   f"(is the same margin installed on every node?): {built} != {info}")
-        else:
-            source = make_source(prepared)
-        # Only now, with the guard running, is anything written.
-        replay = open_run_dir(prepared, out_dir, resume)
-        receipts = ReceiptWriter(out_dir / "receipts.jsonl", replay.run_id or secrets.token_hex(8), info.id)
-        writer = receipts
-        if config.cache:
-            cache = VerdictCache(config.cache_path or default_cache_path(), info)
+            def record_call(call: GuardCall) -> None:
+                writer.call(call)
+                on_call(call)
 
-        def record_call(call: GuardCall) -> None:
-            writer.call(call)
-            on_call(call)
+            def record_result(result: SearchResult) -> None:
+                if result.prompt_id not in replay.results:  # a killed run may have written it
+                    writer.result(result)
+                on_result(result)
 
-        def record_result(result: SearchResult) -> None:
-            if result.prompt_id not in replay.results:  # a killed run may have written it
-                writer.result(result)
-            on_result(result)
-
-        driver = Driver(prepared.searches(), max_attempts=config.max_attempts,
-                        retry_wait_s=config.retry_wait_s, cache=cache, replay=replay,
-                        on_call=record_call, on_result=record_result)
-        # Steady state: enough prompts still searching to fill every batch that can be in flight.
-        slots = figures.replicas * getattr(source, "calls_per_actor", 1)
-
-        def record_batch(texts: int, capacity: int, compute_s: float) -> None:
-            figures.capacity = capacity
-            figures.batches += 1
-            figures.batch_texts += texts
-            figures.compute_s += compute_s
-            if driver.active >= capacity * slots:
-                figures.steady_batches += 1
-                figures.steady_texts += texts
-            on_batch(texts, capacity, compute_s)
-
-        began = time.perf_counter()
-        batch_size = min(config.batch_size, spec.max_batch_size or config.batch_size)
-        source.run(driver, max(batch_size, 1), record_batch)
-        figures.search_s = time.perf_counter() - began
-        stats = getattr(source, "stats", None)
-        figures.restarts = getattr(stats, "restarts", 0)
-        figures.timeouts = getattr(stats, "timeouts", 0)
+            driver = session.search(prepared.searches(), cache=cache, replay=replay, on_call=record_call,
+                                    on_result=record_result)
     finally:
         if receipts is not None:
             receipts.close()
         if cache is not None:
             cache.close()
-        if config.engine == "ray":
-            from margin.search.runtime import RaySource, disconnect
-
-            if isinstance(source, RaySource):
-                source.close()
-            disconnect(started_ray)
-    outcome = finish(prepared, out_dir, driver.ordered_results(), guard_calls=driver.stats.sent,
+    outcome = finish(prepared, out_dir, driver.ordered_results(), guard_calls=driver.sent,
                      cache_hits=driver.stats.cache_hits)
-    outcome.figures = figures
+    outcome.figures = session.figures
     return outcome
 
 

@@ -1,6 +1,6 @@
 """The response cache: completed model and judge outputs, shared across studies.
 
-Keyed by `calls.request_key`: the SHA-256 of the model's identity (backend, checkpoint,
+Keyed by `margin.studies.calls.request_key`: the SHA-256 of the model's identity (backend, checkpoint,
 revision, server, system prompt, token limit, template kwargs, request options; greedy) and
 the exact messages. Only completed outputs are stored. sqlite in WAL mode, one file beside
 the verdict cache in margin's cache folder.
@@ -13,7 +13,6 @@ from pathlib import Path
 
 from margin.datasets import cache_dir
 from margin.sqlitefile import open_shared
-from margin.studies.calls import ReplyStore
 from margin.studies.models import Reply
 
 SCHEMA = """
@@ -29,7 +28,7 @@ def default_cache_path() -> Path:
     return cache_dir() / "replies.sqlite"
 
 
-class ReplyCache(ReplyStore):
+class ReplyCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._db = open_shared(path, SCHEMA)

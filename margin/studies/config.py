@@ -120,9 +120,12 @@ class Generation(Strict):
 
 
 class Runtime(Strict):
-    max_attempts: int = Field(default=3, ge=1)  # per text, before it counts as missing
+    # Per request, before it counts as missing, and one request's time limit; None: each
+    # endpoint's own backend_options, else 3 attempts and 120 s a guard request, 600 s a
+    # model's.
+    max_attempts: int | None = Field(default=None, ge=1)
     retry_wait_s: float = Field(default=0.5, ge=0)
-    call_timeout_s: float = Field(default=600.0, gt=0)
+    call_timeout_s: float | None = Field(default=None, gt=0)
     batch_size: int = Field(default=64, ge=1)  # texts per guard call
     # Share of guard verdicts, responses and judge outputs that may end missing before the
     # study fails (its outputs are still written; --resume retries the missing ones).

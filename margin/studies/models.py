@@ -2,7 +2,7 @@
 
 A `ModelSpec` is a small picklable value (Ray ships it to actors, which build the model
 there). Three backends, the guards' own: any OpenAI-compatible server (`openai`: vLLM,
-SGLang, hosted endpoints, with retries and bounded concurrency), `vllm` offline on a GPU and
+SGLang, hosted endpoints; the engine streams its requests), `vllm` offline on a GPU and
 local `transformers`. Generation is greedy with a token limit; a response that hits the
 limit is kept and marked truncated.
 
@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from margin.engine.limits import LIMIT_OPTIONS
 from margin.guards.secrets import check_env_name
 from margin.hashing import canonical_json, sha256_text
 
@@ -26,11 +27,11 @@ Messages = list[dict[str, str]]
 
 # Backend settings a spec may give, per backend; the runtime ones never change an output.
 BACKEND_OPTIONS = {
-    "openai": {"concurrency", "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s"},
+    "openai": set(LIMIT_OPTIONS),
     "vllm": {"engine"},
     "transformers": {"device", "dtype"},
 }
-RUNTIME_OPTIONS = {"concurrency", "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s", "device", "engine"}
+RUNTIME_OPTIONS = {"device", "engine", *LIMIT_OPTIONS}
 
 
 class ModelSpec(BaseModel):
@@ -116,28 +117,46 @@ class Reply:
 
 
 class ChatModel:
-    """A model that answers batches of chat conversations, greedily, up to `max_tokens`."""
+    """A model that answers chat conversations, greedily, up to `max_tokens`.
+
+    For the engine it is a batch caller (`call`: transformers, vLLM offline) or, behind an
+    OpenAI-compatible server, a stream caller (`acall`: one conversation per request)."""
+
+    request_size = 1
 
     def __init__(self, spec: ModelSpec, max_tokens: int) -> None:
         self.spec = spec
         self.max_tokens = max_tokens
+        self.max_batch_size = spec.max_batch_size
+        self.remote = spec.backend == "openai"
         self.backend = _backend(spec)
 
     def generate(self, conversations: Sequence[Messages]) -> list[Reply | Exception]:
         """One Reply per conversation, or the error that kept it from having one."""
-        from margin.guards.generation import GuardRequest
-
-        requests = [GuardRequest(messages=tuple(self._with_system(m)), max_new_tokens=self.max_tokens,
-                                 chat_template_kwargs=dict(self.spec.chat_template_kwargs),
-                                 extra=dict(self.spec.request_options))
-                    for m in conversations]
         out: list[Reply | Exception] = []
-        for generation in self.backend.generate(requests):
+        for generation in self.backend.generate([self._request(m) for m in conversations]):
             if isinstance(generation, Exception):
                 out.append(generation)
             else:
                 out.append(Reply(generation.text, generation.truncated))
         return out
+
+    call = generate
+
+    async def acall(self, conversations: list[Messages]) -> list[Reply]:
+        """One attempt per conversation; raises TransportError without a usable answer."""
+        out = []
+        for messages in conversations:
+            generation = await self.backend.agenerate(self._request(messages))
+            out.append(Reply(generation.text, generation.truncated))
+        return out
+
+    def _request(self, messages: Messages) -> Any:
+        from margin.guards.generation import GuardRequest
+
+        return GuardRequest(messages=tuple(self._with_system(messages)), max_new_tokens=self.max_tokens,
+                            chat_template_kwargs=dict(self.spec.chat_template_kwargs),
+                            extra=dict(self.spec.request_options))
 
     def _with_system(self, messages: Messages) -> Messages:
         if self.spec.system_prompt and not any(m.get("role") == "system" for m in messages):
@@ -149,6 +168,9 @@ class ChatModel:
         if close is not None:
             close()
 
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
 
 def _backend(spec: ModelSpec) -> Any:
     options = dict(spec.backend_options)
@@ -157,10 +179,8 @@ def _backend(spec: ModelSpec) -> Any:
         from margin.guards.backends.http import AsyncEndpoint
         from margin.guards.backends.openai_http import OpenAIChatBackend
 
-        knobs = {k: options[k] for k in ("concurrency", "timeout_s", "max_attempts", "backoff_base_s",
-                                         "backoff_cap_s") if k in options}
         assert spec.base_url is not None
-        return OpenAIChatBackend(AsyncEndpoint(spec.base_url, spec.api_key_env, **knobs), model, top_logprobs=0)
+        return OpenAIChatBackend(AsyncEndpoint(spec.base_url, spec.api_key_env), model, top_logprobs=0)
     if spec.backend == "vllm":
         from margin.guards.backends.vllm_offline import VLLMBackend
 

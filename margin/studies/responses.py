@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from margin.engine.loop import run_pools
 from margin.judges.protocol import JudgeCase, JudgeVerdict
 from margin.records import dumps, read_jsonl
 from margin.search.resume import cut_torn_tail
+from margin.search.session import CallSettings
 from margin.studies.cache import ReplyCache, default_cache_path
-from margin.studies.calls import Calls, load_replay
-from margin.studies.executors import LocalExecutor, OnBatch, PoolSpec, RayExecutor
+from margin.studies.calls import StudyCalls, load_replay
+from margin.studies.model_pools import model_limits, model_pool
 from margin.studies.models import Reply
 from margin.studies.plan import StudyPlan
 
@@ -28,6 +30,7 @@ from margin.studies.plan import StudyPlan
 Responses = dict[tuple[str, str, str | None], Reply | None]
 #: (judge index, model id, prompt id, transformation name) -> verdict, None when missing
 Judgements = dict[tuple[int, str, str, str], JudgeVerdict | None]
+OnBatch = Callable[[str, int, float], None]  # (model, requests, seconds) per call
 
 
 @dataclass
@@ -38,6 +41,8 @@ class ResponseOutcome:
     cached: int = 0
     replayed: int = 0
     missing: int = 0
+    retries: int = 0
+    hedges: int = 0
     restarts: int = 0
 
 
@@ -54,25 +59,26 @@ class _Receipts:
         self.handle.close()
 
 
-def collect(plan: StudyPlan, out_dir: Path, *, engine: str, resume: bool, cache: bool,
+def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: bool, cache: bool,
             on_batch: OnBatch = lambda *_: None,
             on_progress: Callable[[str], None] = lambda _: None) -> ResponseOutcome:
-    runtime = plan.config.runtime
     path = out_dir / "calls.jsonl"
-    replies: dict[str, Reply] = {}
-    failed: dict[str, int] = {}
+    replay = None
     run_id = None
     if resume and path.exists():
         cut_torn_tail(path)
         records = list(read_jsonl(path))
-        replies, failed = load_replay(records)
+        replay = load_replay(records)
         run_id = next((r.get("run_id") for r in records if r.get("run_id")), None)
     receipts = _Receipts(path, run_id or secrets.token_hex(8))
     store = ReplyCache(default_cache_path()) if cache else None
-    pools = {m.id: PoolSpec(m.spec, m.max_tokens) for m in plan.models}
-    pools.update({j.model.id: PoolSpec(j.model.spec, j.model.max_tokens) for j in plan.judges})
-    calls = Calls(pools, max_attempts=runtime.max_attempts, retry_wait_s=runtime.retry_wait_s, store=store,
-                  replay=replies, failed=failed, on_record=receipts.write)
+    models = {m.id: m for m in plan.models}
+    models.update({j.model.id: j.model for j in plan.judges})
+    pools = [model_pool(name, m.spec, m.max_tokens, settings,
+                        on_call=lambda n, _c, s, name=name: on_batch(name, n, s)) for name, m in models.items()]
+    attempts = {name: model_limits(m.spec, settings).max_attempts for name, m in models.items()}
+    calls = StudyCalls(max_attempts=attempts, retry_wait_s=settings.retry_wait_s, store=store, replay=replay,
+                       on_record=receipts.write)
     outcome = ResponseOutcome()
     texts = {(p.id, t.name): plan.transformed(p, t) for p in plan.prompts for t in plan.transformations}
     by_id = {p.id: p for p in plan.prompts}
@@ -118,18 +124,14 @@ def collect(plan: StudyPlan, out_dir: Path, *, engine: str, resume: bool, cache:
                 calls.request(model.id, model.key, [{"role": "user", "content": text}], tag,
                               responded(model.id, prompt.id, name))
         calls.seal(model.id)
-    executor: LocalExecutor | RayExecutor
-    if engine == "ray":
-        executor = RayExecutor(pools, call_timeout_s=runtime.call_timeout_s, on_batch=on_batch)
-    else:
-        executor = LocalExecutor(pools, on_batch=on_batch)
     try:
-        executor.run(calls)
+        run_pools(calls.book, pools)
     finally:
         receipts.close()
         if store is not None:
             store.close()
-    outcome.sent, outcome.cached = calls.stats.sent, calls.stats.cached
-    outcome.replayed, outcome.missing = calls.stats.replayed, calls.stats.missing
-    outcome.restarts = getattr(executor, "restarts", 0) + getattr(executor, "timeouts", 0)
+    stats = calls.book.stats
+    outcome.sent, outcome.cached, outcome.replayed = stats.sent, calls.counts.cached, calls.counts.replayed
+    outcome.missing, outcome.retries, outcome.hedges = stats.missing, stats.retries, stats.hedges
+    outcome.restarts = sum(p.figures.restarts + p.figures.timeouts for p in pools)
     return outcome

@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from margin.bootstrap import BootstrapSpec
+from margin.engine.cluster import connect, disconnect
 from margin.errors import InputError
 from margin.hashing import canonical_json
 from margin.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
 from margin.records import atomic_write_text, dumps, read_jsonl
-from margin.studies.executors import OnBatch
+from margin.search.guard_pool import is_remote
+from margin.search.session import CallSettings
 from margin.studies.plan import StudyPlan, Transformation
 from margin.studies.rates import Row, outcome
-from margin.studies.responses import ResponseOutcome, collect
+from margin.studies.responses import OnBatch, ResponseOutcome, collect
 from margin.studies.verdicts import GuardStats, Verdicts, guard_verdicts
 
 Engine = Literal["ray", "local"]
@@ -85,6 +87,21 @@ def check_out_dir(plan: StudyPlan, out_dir: Path, resume: bool) -> None:
                          path=saved_path)
 
 
+def call_settings(plan: StudyPlan, engine: Engine, ray_address: str | None) -> CallSettings:
+    """How the study's calls are made: its `runtime` keys (None: each endpoint's own
+    `backend_options`, then the defaults)."""
+    runtime = plan.config.runtime
+    return CallSettings(engine=engine, ray_address=ray_address, batch_size=runtime.batch_size,
+                        retry_wait_s=runtime.retry_wait_s, max_attempts=runtime.max_attempts,
+                        call_timeout_s=runtime.call_timeout_s)
+
+
+def needs_actors(plan: StudyPlan) -> bool:
+    """Whether any guard or model runs in process (Ray actors), not behind an endpoint."""
+    return (any(not is_remote(g.spec) for g in plan.guards)
+            or any(m.spec.backend != "openai" for m in [*plan.models, *(j.model for j in plan.judges)]))
+
+
 def guard_folder(out_dir: Path, index: int, guard_id: str) -> Path:
     safe = "".join(ch if ch.isalnum() or ch in "-_.~+" else "-" for ch in guard_id)
     return out_dir / "guards" / f"{index:02d}-{safe}"
@@ -94,13 +111,12 @@ def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: E
               ray_address: str | None = None, cache: bool = True, on_stage: Callable[[str], None] = lambda _: None,
               on_batch: OnBatch = lambda *_: None) -> StudyOutcome:
     check_out_dir(plan, out_dir, resume)
+    settings = call_settings(plan, engine, ray_address)
     started_ray = False
     verdicts: dict[str, Verdicts] = {}
     guard_stats: dict[str, GuardStats] = {}
     try:
-        if engine == "ray":
-            from margin.search.runtime import connect
-
+        if engine == "ray" and needs_actors(plan):
             started_ray = connect(ray_address)
         if not resume:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -113,15 +129,12 @@ def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: E
                 on_batch(gid, texts, compute_s)
 
             verdicts[guard.id], guard_stats[guard.id] = guard_verdicts(
-                plan, guard, guard_folder(out_dir, index, guard.id), engine=engine, resume=resume, cache=cache,
+                plan, guard, guard_folder(out_dir, index, guard.id), settings=settings, resume=resume, cache=cache,
                 on_batch=guard_batch)
         on_stage("models and judges")
-        calls = collect(plan, out_dir, engine=engine, resume=resume, cache=cache, on_batch=on_batch)
+        calls = collect(plan, out_dir, settings=settings, resume=resume, cache=cache, on_batch=on_batch)
     finally:
-        if engine == "ray":
-            from margin.search.runtime import disconnect
-
-            disconnect(started_ray)
+        disconnect(started_ray)
     on_stage("rates")
     outcome_ = finish(plan, out_dir, verdicts, calls)
     outcome_.guards = guard_stats

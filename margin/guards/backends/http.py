@@ -1,32 +1,29 @@
-"""Calls to HTTP endpoints through the `openai` client, from synchronous code.
+"""Requests to HTTP endpoints through the `openai` client: one attempt each.
 
-The client is async and lives on its own event loop thread, so `classify` can be called
-from anywhere (a plain script, a Ray actor). Concurrency per endpoint is bounded by a
-semaphore. 429, 408/409, 5xx, timeouts, connection errors and unreadable bodies are retried
-with exponential backoff and full jitter, waiting at least what Retry-After asks (capped).
-Every error text passes through `redact`, so the API key never leaves in a message.
+An `AsyncEndpoint` holds the client for one server (connections are reused). It makes one
+attempt per call and turns every way an attempt can fail into `TransportError` (with the
+HTTP status and what Retry-After asked): the call engine decides about retries, backoff,
+concurrency and timeouts, and records every attempt. Every error text passes through
+`redact`, so the API key never leaves in a message.
+
+The client belongs to the event loop it was made in; a call from another loop (a library
+user's `classify` outside the engine) gets a client of its own. `run_sync` runs a coroutine
+from synchronous code.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
-import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from margin.errors import TransportError
 from margin.guards.secrets import read_api_key, redact
 
 T = TypeVar("T")
-
-# Tests replace this to keep backoff waits short while checking what was asked for.
-sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-
-
-class CallFailed(RuntimeError):
-    """A call that produced no output after its retries (message already redacted)."""
 
 
 def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
@@ -51,92 +48,98 @@ def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
         return max(parsed.timestamp() - (time.time() if now is None else now), 0.0)
 
 
-def backoff_delay(attempt: int, *, base_s: float, cap_s: float, retry_after_s: float | None,
-                  rng: random.Random) -> float:
-    """Wait before retry number `attempt` (1 = the first retry): full jitter on an
-    exponential ceiling, never less than Retry-After (which is capped at `cap_s` too)."""
-    ceiling = min(cap_s, base_s * 2 ** (attempt - 1))
-    delay = rng.uniform(0, ceiling)
-    if retry_after_s is not None:
-        delay = max(delay, min(retry_after_s, cap_s))
-    return delay
-
-
-def classify_error(exc: BaseException) -> tuple[bool, float | None]:
-    """(retry?, Retry-After seconds) for an exception from the openai client."""
+def transport_error(exc: BaseException) -> TransportError:
+    """What an exception from the openai client means for the engine."""
     import openai
 
+    message = f"{type(exc).__name__}: {exc}"
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and isinstance(exc, openai.APIConnectionError):
+        message += f" ({type(cause).__name__}: {cause})"  # what the connection error was
+    message = redact(message)[:500]
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         wait = retry_after_seconds(getattr(exc.response, "headers", None))
-        return (status in (408, 409, 429) or status >= 500), wait
-    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError | asyncio.TimeoutError):
-        return True, None
-    # An unreadable body (openai.APIResponseValidationError, a JSON error, a malformed
-    # structure): the endpoint produced no usable output this time.
-    return True, None
+        # 408 timeout, 409 conflict, 429 rate limit and 5xx may pass; other 4xx will not.
+        return TransportError(message, status=status, retry_after_s=wait,
+                              retry=status in (408, 409, 429) or status >= 500)
+    # Timeouts, dropped connections, and bodies that are not JSON or not the API's shape
+    # (openai.APIResponseValidationError, json errors): no usable answer this time.
+    return TransportError(message)
 
 
 class AsyncEndpoint:
-    """One endpoint: an AsyncOpenAI client on a private loop, with bounded concurrency."""
+    """One server: its URL, key and client."""
 
-    def __init__(self, base_url: str, api_key_env: str | None, *, concurrency: int = 8,
-                 timeout_s: float = 60.0, max_attempts: int = 6, backoff_base_s: float = 0.5,
-                 backoff_cap_s: float = 30.0, seed: int = 0) -> None:
+    def __init__(self, base_url: str, api_key_env: str | None, *, timeout_s: float | None = None) -> None:
+        self.base_url = base_url
+        self.key = read_api_key(api_key_env)
+        # The engine bounds each request itself; the client's own limit only catches a
+        # library user's call that would otherwise wait forever.
+        self.timeout_s = timeout_s if timeout_s is not None else 600.0
+        self._clients: dict[asyncio.AbstractEventLoop, Any] = {}
+
+    @property
+    def client(self) -> Any:
+        """The client for the running loop."""
         import openai
 
-        if concurrency < 1 or max_attempts < 1:
-            raise ValueError("concurrency and max_attempts must be at least 1")
-        key = read_api_key(api_key_env)
-        self.base_url = base_url
-        self.max_attempts = max_attempts
-        self.backoff_base_s = backoff_base_s
-        self.backoff_cap_s = backoff_cap_s
-        self.rng = random.Random(seed)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="margin-http", daemon=True)
-        self.thread.start()
-
-        async def setup() -> tuple[Any, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
             # Local servers often need no key; the client insists on a non-empty one.
-            client = openai.AsyncOpenAI(api_key=key or "unused", base_url=base_url, max_retries=0,
-                                        timeout=timeout_s)
-            return client, asyncio.Semaphore(concurrency)
+            client = openai.AsyncOpenAI(api_key=self.key or "unused", base_url=self.base_url, max_retries=0,
+                                        timeout=self.timeout_s)
+            self._clients[loop] = client
+        return client
 
-        self.client, self.semaphore = self.run(setup())
+    async def attempt(self, make: Callable[[Any], Awaitable[T]]) -> T:
+        """`make(client)` once; any failure raises TransportError (redacted)."""
+        try:
+            return await make(self.client)
+        except TransportError:
+            raise
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            raise transport_error(exc) from None
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    async def call(self, make: Callable[[], Awaitable[T]]) -> T:
-        """`make()` with retries; raises CallFailed (redacted) when no attempt produced output."""
-        last = ""
-        for attempt in range(1, self.max_attempts + 1):
-            async with self.semaphore:
-                try:
-                    return await make()
-                except Exception as exc:
-                    retry, wait = classify_error(exc)
-                    last = redact(f"{type(exc).__name__}: {exc}")[:500]
-            if not retry:
-                raise CallFailed(last)
-            if attempt < self.max_attempts:
-                await sleep(backoff_delay(attempt, base_s=self.backoff_base_s, cap_s=self.backoff_cap_s,
-                                          retry_after_s=wait, rng=self.rng))
-        raise CallFailed(f"no output after {self.max_attempts} attempts: {last}")
-
-    def gather(self, coros: list[Coroutine[Any, Any, T]]) -> list[T | BaseException]:
-        async def all_of() -> list[T | BaseException]:
-            return list(await asyncio.gather(*coros, return_exceptions=True))
-
-        return self.run(all_of())
+    async def aclose(self) -> None:
+        """Close the running loop's client."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
 
     def close(self) -> None:
-        if self.loop.is_closed():
-            return
+        self._clients.clear()  # clients of loops that are gone hold no live connections
+
+
+def run_sync(make: Callable[[], Coroutine[Any, Any, T]], endpoint: AsyncEndpoint | None = None) -> T:
+    """Run `make()` to completion from synchronous code, on a loop of its own (in a thread
+    when this one already runs a loop); closes that loop's client of `endpoint`."""
+
+    async def go() -> T:
         try:
-            self.run(self.client.close())
+            return await make()
         finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(timeout=5)
-            self.loop.close()
+            if endpoint is not None:
+                await endpoint.aclose()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(go())
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(go())
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="margin-sync-http")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

@@ -7,13 +7,16 @@ with top logprobs. The server's own reasoning field (gpt-oss) is kept apart from
 
 from __future__ import annotations
 
-import functools
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from margin.guards.backends.http import AsyncEndpoint
+from margin.guards.backends.http import AsyncEndpoint, run_sync
 from margin.guards.generation import Generation, GuardRequest, Step
 from margin.guards.secrets import redact
+
+#: Requests in flight when a library user calls `generate` outside the engine.
+SYNC_CONCURRENCY = 8
 
 
 class MalformedResponse(ValueError):
@@ -21,18 +24,36 @@ class MalformedResponse(ValueError):
 
 
 class OpenAIChatBackend:
+    """Chat or raw completions on an OpenAI-compatible server, one request per call."""
+
+    remote = True  # the engine streams `agenerate` calls
+
     def __init__(self, endpoint: AsyncEndpoint, model: str, *, top_logprobs: int = 20) -> None:
         self.endpoint = endpoint
         self.model = model
         self.top_logprobs = top_logprobs
 
-    def generate(self, requests: Sequence[GuardRequest]) -> list[Generation | Exception]:
-        coros = [self.endpoint.call(functools.partial(self._one, r)) for r in requests]
-        return [r if isinstance(r, Generation | Exception) else RuntimeError(str(r))
-                for r in self.endpoint.gather(coros)]
+    async def agenerate(self, request: GuardRequest) -> Generation:
+        """One attempt; raises TransportError when the server gave no usable completion (an
+        HTTP error, a dropped connection, a body that is not a completion)."""
+        return await self.endpoint.attempt(lambda client: self._one(client, request))
 
-    async def _one(self, request: GuardRequest) -> Generation:
-        client = self.endpoint.client
+    def generate(self, requests: Sequence[GuardRequest]) -> list[Generation | Exception]:
+        """For use outside the engine: every request once, a few at a time."""
+
+        async def all_of() -> list[Generation | Exception]:
+            gate = asyncio.Semaphore(SYNC_CONCURRENCY)
+
+            async def one(request: GuardRequest) -> Generation:
+                async with gate:
+                    return await self.agenerate(request)
+
+            results = await asyncio.gather(*(one(r) for r in requests), return_exceptions=True)
+            return [r if isinstance(r, Generation | Exception) else RuntimeError(str(r)) for r in results]
+
+        return run_sync(all_of, self.endpoint)
+
+    async def _one(self, client: Any, request: GuardRequest) -> Generation:
         if request.prompt is not None:
             # The server tokenizer adds BOS itself: drop the literal one (no double BOS).
             prompt = request.prompt.removeprefix("<s>")
@@ -52,6 +73,9 @@ class OpenAIChatBackend:
             model=self.model, messages=list(request.messages or ()), temperature=0,
             max_tokens=request.max_new_tokens, extra_body=extra_body or None, **request.extra, **kwargs)
         return chat_generation(response)
+
+    async def aclose(self) -> None:
+        await self.endpoint.aclose()
 
     def close(self) -> None:
         self.endpoint.close()

@@ -1,0 +1,172 @@
+"""A fault-injecting HTTP proxy on 127.0.0.1: a shared inference server's bad minutes.
+
+It forwards POSTs to an upstream OpenAI-compatible server. The first attempt at each
+distinct request (its path and body) may fail, chosen by a hash of the request, so a run
+and its rerun meet the same faults; every later attempt passes through:
+
+- `http_5xx` (default 20%): an HTTP 500 or 503 (half each);
+- `hang` (10%): the answer comes only after `hang_s` seconds (the client may give up first);
+- `garbage` (5%): a 200 whose body is not JSON;
+- `drop` (3%): the connection is closed without an answer.
+
+    python -m benchmarks.fault_proxy --upstream http://127.0.0.1:8011 --port 8012 --hang-s 20
+
+Used by tests/test_faults.py (short hangs) and benchmarks/faults.py (the full-size mix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import socket
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+GARBAGE = b'{"choices": [ this is not json'
+
+
+@dataclass(frozen=True)
+class FaultMix:
+    http_5xx: float = 0.20
+    hang: float = 0.10
+    garbage: float = 0.05
+    drop: float = 0.03
+
+    def pick(self, digest: bytes) -> str | None:
+        """The fault for a request whose hash is `digest` (None: it passes)."""
+        u = int.from_bytes(digest[:8], "big") / 2**64
+        for kind, share in (("http_5xx", self.http_5xx), ("hang", self.hang), ("garbage", self.garbage),
+                            ("drop", self.drop)):
+            if u < share:
+                if kind == "http_5xx":
+                    return "500" if digest[8] % 2 else "503"
+                return kind
+            u -= share
+        return None
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # the default 5 drops bursts of connections (1 s SYN retries)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that gave up on a hung answer, or a connection we dropped on purpose
+
+
+class FaultProxy:
+    def __init__(self, upstream: str, *, mix: FaultMix | None = None, hang_s: float = 20.0, port: int = 0) -> None:
+        parts = urlsplit(upstream)
+        self.upstream_host = parts.hostname or "127.0.0.1"
+        self.upstream_port = parts.port or 80
+        self.mix = mix or FaultMix()
+        self.hang_s = hang_s
+        self.seen: set[bytes] = set()
+        self.faults: Counter[str] = Counter()
+        self.requests = 0
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 (the http.server spelling)
+                proxy._handle(self)
+
+        self.httpd = _Server(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The proxy's root URL (append the upstream's path, e.g. /v1)."""
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> FaultProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def _fault(self, path: str, body: bytes) -> str | None:
+        digest = hashlib.sha256(path.encode() + b"\0" + body).digest()
+        with self.lock:
+            self.requests += 1
+            if digest in self.seen:
+                return None  # a retry: passes through
+            self.seen.add(digest)
+            fault = self.mix.pick(digest)
+            if fault is not None:
+                self.faults[fault] += 1
+            return fault
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        body = handler.rfile.read(int(handler.headers.get("Content-Length", 0)))
+        fault = self._fault(handler.path, body)
+        if fault == "drop":
+            handler.close_connection = True
+            handler.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if fault in ("500", "503"):
+            self._send(handler, int(fault), b'{"error": {"message": "injected fault"}}')
+            return
+        if fault == "garbage":
+            self._send(handler, 200, GARBAGE)
+            return
+        if fault == "hang":
+            time.sleep(self.hang_s)
+        try:
+            status, payload, kind = self._forward(handler, body)
+        except OSError as exc:  # the upstream refused or broke: what a gateway says then
+            status, payload, kind = 502, f'{{"error": {{"message": "bad gateway: {exc}"}}}}'.encode(), "application/json"
+        try:
+            self._send(handler, status, payload, kind)
+        except (BrokenPipeError, ConnectionResetError):
+            handler.close_connection = True  # the client stopped waiting
+
+    def _forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> tuple[int, bytes, str]:
+        connection = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=600)
+        try:
+            headers = {k: v for k, v in handler.headers.items()
+                       if k.lower() in ("content-type", "authorization", "accept")}
+            connection.request("POST", handler.path, body=body, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read(), response.getheader("Content-Type", "application/json")
+        finally:
+            connection.close()
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: bytes, kind: str = "application/json") -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", kind)
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        handler.wfile.write(payload)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--upstream", required=True, help="the server's root URL, e.g. http://127.0.0.1:8011")
+    parser.add_argument("--port", type=int, default=8012)
+    parser.add_argument("--hang-s", type=float, default=20.0)
+    args = parser.parse_args()
+    with FaultProxy(args.upstream, hang_s=args.hang_s, port=args.port) as proxy:
+        print(f"proxy on {proxy.url} -> {args.upstream} (hangs {args.hang_s:g} s); Ctrl-C to stop", flush=True)
+        try:
+            proxy.thread.join()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

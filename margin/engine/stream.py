@@ -1,0 +1,195 @@
+"""A remote endpoint: requests stream, many in flight, with no batch barrier.
+
+Each request holds only its own slot: a slow or hung one delays nobody else. The pool
+
+- keeps up to the adaptive concurrency limit in flight (`ConcurrencyLimit`: backs off on
+  429 / 503, recovers on success) and at most `requests_per_second` starting per second;
+- bounds every request by `timeout_s`: past it, that request is an attempt without output;
+- hedges: a request still unanswered after `hedge_after_s` (by default 3 x the p95 latency
+  seen so far, at least 1 s) gets a second copy; the first answer wins and the other copy
+  is cancelled and recorded as such. Hedges are capped at a tenth of the requests (plus a
+  few), so a slow server is not sent twice the load;
+- reports each failure's HTTP status and Retry-After to the book, which retries it after a
+  jittered backoff, not sooner than the server asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict, deque
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from margin.engine.book import Book, Outcome, Ticket
+from margin.engine.calls import StreamCaller, call_remote
+from margin.engine.limits import ConcurrencyLimit, EndpointLimits, RateLimit
+from margin.engine.pool import OnCall, Pool, _ignore
+
+HEDGE_FLOOR_S = 1.0
+HEDGE_FACTOR = 3.0
+HEDGE_SAMPLES = 16  # latencies seen before "auto" hedges at all
+HEDGE_SHARE = 0.1  # hedges at most this share of the requests started, plus HEDGE_SPARE
+HEDGE_SPARE = 8
+LATENCY_WINDOW = 512
+
+
+@dataclass(eq=False)
+class Request:
+    tickets: list[Ticket]
+    started: float
+    task: asyncio.Task[Any] | None = None
+    hedged: bool = False  # a copy of it was sent
+    cancelled: bool = False
+
+
+class StreamPool(Pool):
+    def __init__(self, name: str, caller: StreamCaller, limits: EndpointLimits, *, owns: bool = True,
+                 on_call: OnCall = _ignore) -> None:
+        super().__init__(name, "stream", on_call)
+        self.caller = caller
+        self.owns = owns
+        self.limits = limits
+        self.concurrency = ConcurrencyLimit(limits.max_concurrency)
+        self.rate: RateLimit | None = None
+        self.requests: set[Request] = set()
+        self.by_key: dict[Hashable, list[Request]] = defaultdict(list)
+        self.recent: deque[float] = deque(maxlen=LATENCY_WINDOW)
+        self.started_requests = 0
+        self._p95: tuple[int, float] = (0, 0.0)  # (samples seen when computed, p95)
+        self._seen = 0
+        self.figures.capacity = caller.request_size
+
+    @property
+    def inflight(self) -> int:
+        return len(self.requests)
+
+    def dispatch(self, book: Book, now: float) -> None:
+        if self.rate is None:
+            self.rate = RateLimit(self.limits.requests_per_second, now)
+        while self.concurrency.room(len(self.requests)) > 0:
+            if not book.queued(self.name) or not self.rate.take(now):
+                return
+            tickets = book.take(self.name, self.caller.request_size)
+            if not tickets:
+                return
+            self._send(tickets, now)
+
+    def complete(self, book: Book, token: Any, now: float) -> None:
+        request: Request = token
+        self._forget(request)
+        if request.cancelled:
+            return  # its outcome went to the book when it was cancelled
+        assert request.task is not None
+        result = request.task.result()
+        latency = now - request.started
+        outcomes: list[Outcome] = []
+        if all(out is not None for out in result.outputs):
+            self.concurrency.succeeded(len(self.requests))
+            self.recent.append(latency)
+            self._seen += 1
+            self.figures.latencies.append(latency)
+        elif result.overload:
+            self.figures.overloads += 1
+            self.concurrency.overloaded()
+            self.figures.lowest_limit = self.concurrency.lowest
+        if result.errors and all(e is not None and e.startswith("timeout") for e in result.errors):
+            self.figures.timeouts += 1
+        for ticket, output, error in zip(request.tickets, result.outputs, result.errors, strict=True):
+            if output is not None:
+                outcomes += self._cancel_copies(ticket.key, now, winner=ticket.attempt)
+            outcomes.append(Outcome(ticket.key, ticket.attempt, output, latency, error, result.retry_after_s,
+                                    result.retry))
+        book.deliver(outcomes)
+        self.figures.calls += 1
+        self.figures.requests += len(request.tickets)
+        self.figures.call_s += latency
+        self.on_call(len(request.tickets), self.caller.request_size, latency)
+
+    def tick(self, book: Book, now: float) -> None:
+        after = self._hedge_after()
+        if after is None:
+            return
+        for request in list(self.requests):
+            if request.hedged or now - request.started < after:
+                continue
+            if self.concurrency.room(len(self.requests)) <= 0 or not self._may_hedge():
+                return
+            request.hedged = True
+            copies = [t for t in (book.hedge(t.key) for t in request.tickets) if t is not None]
+            if copies:
+                self.figures.hedges += 1
+                self._send(copies, now, hedge=True)
+
+    def next_timer(self, book: Book, now: float) -> float | None:
+        times = []
+        after = self._hedge_after()
+        if after is not None and self._may_hedge():
+            times += [r.started + after for r in self.requests if not r.hedged]
+        if self.rate is not None and book.queued(self.name):
+            next_token = self.rate.next_at(now)
+            if next_token is not None:
+                times.append(next_token)
+        return min(times) if times else None
+
+    async def aclose(self) -> None:
+        for request in list(self.requests):
+            if request.task is not None:
+                request.task.cancel()
+        tasks = [r.task for r in self.requests if r.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self.owns:
+            await self.caller.aclose()
+
+    # -- inside ---------------------------------------------------------------------------
+
+    def _send(self, tickets: list[Ticket], now: float, *, hedge: bool = False) -> None:
+        request = Request(tickets, now, hedged=hedge)  # a copy is never copied again
+        coro = call_remote(self.caller, [t.request for t in tickets], self.limits.timeout_s)
+        request.task = asyncio.get_running_loop().create_task(coro)
+        request.task.add_done_callback(lambda _: self.notify(request))
+        self.requests.add(request)
+        for ticket in tickets:
+            self.by_key[ticket.key].append(request)
+        self.started_requests += 1
+
+    def _forget(self, request: Request) -> None:
+        self.requests.discard(request)
+        for ticket in request.tickets:
+            copies = self.by_key.get(ticket.key)
+            if copies is not None and request in copies:
+                copies.remove(request)
+                if not copies:
+                    del self.by_key[ticket.key]
+
+    def _cancel_copies(self, key: Hashable, now: float, winner: int) -> list[Outcome]:
+        """Other copies of a request that has just been answered: cancelled, recorded."""
+        outcomes = []
+        for other in list(self.by_key.get(key, ())):
+            if other.cancelled or other.task is None or other.task.done() or len(other.tickets) != 1:
+                continue  # a finished copy reports itself; a shared request carries others' texts
+            other.cancelled = True
+            other.task.cancel()
+            ticket = other.tickets[0]
+            outcomes.append(Outcome(ticket.key, ticket.attempt, None, now - other.started,
+                                    f"cancelled: attempt {winner} answered first"))
+        return outcomes
+
+    def _hedge_after(self) -> float | None:
+        setting = self.limits.hedge_after_s
+        if setting is None:
+            return None
+        if setting != "auto":
+            return float(setting)
+        if len(self.recent) < HEDGE_SAMPLES:
+            return None
+        seen, p95 = self._p95
+        if self._seen - seen >= HEDGE_SAMPLES or not seen:  # recomputed every few answers, not every tick
+            ordered = sorted(self.recent)
+            p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+            self._p95 = (self._seen, p95)
+        return max(HEDGE_FLOOR_S, HEDGE_FACTOR * p95)
+
+    def _may_hedge(self) -> bool:
+        return self.figures.hedges < HEDGE_SHARE * self.started_requests + HEDGE_SPARE
