@@ -17,6 +17,7 @@ Used by tests/test_faults.py (short hangs) and benchmarks/faults.py (the full-si
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import http.client
 import socket
@@ -162,10 +163,8 @@ def main() -> None:
     args = parser.parse_args()
     with FaultProxy(args.upstream, hang_s=args.hang_s, port=args.port) as proxy:
         print(f"proxy on {proxy.url} -> {args.upstream} (hangs {args.hang_s:g} s); Ctrl-C to stop", flush=True)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             proxy.thread.join()
-        except KeyboardInterrupt:
-            pass
 
 
 if __name__ == "__main__":

@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from margin.engine.cluster import connect, disconnect
 from margin.guards.make import parse_guard_spec
 from margin.guards.spec import GuardSpec
 from margin.records import read_jsonl
 from margin.search.run import PreparedRun, RunConfig, RunOutcome, execute, prepare
-from margin.engine.cluster import connect, disconnect
 from margin.types import SearchResult
 
 SHARED_XSTEST = Path(__file__).resolve().parents[2] / "shared" / "data" / "xstest" / "xstest_prompts.csv"

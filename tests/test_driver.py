@@ -15,20 +15,20 @@ from hypothesis import strategies as st
 
 from margin.cost import CostModel
 from margin.datasets import load_dataset
+from margin.engine.book import Outcome
+from margin.engine.calls import call_batch
+from margin.engine.loop import run_pools
 from margin.errors import InputError
 from margin.guards.spec import GuardSpec
 from margin.records import read_jsonl
 from margin.search.cache import VerdictCache, guard_key, verdict_key
 from margin.search.candidates import build_candidates, original_candidate
 from margin.search.driver import WINDOW_GROWTH, Driver
+from margin.search.guard_pool import local_pool
 from margin.search.make import make_search
 from margin.search.merge import merge_runs
 from margin.search.run import CoverageError, RunConfig, check_coverage, execute, prepare
 from margin.search.shards import parse_shard, select_shard
-from margin.engine.book import Outcome
-from margin.engine.calls import call_batch
-from margin.engine.loop import run_pools
-from margin.search.guard_pool import local_pool
 from margin.transforms.suites import load_suite
 from margin.types import GuardInfo, Verdict
 from tests.helpers import FlakyGuard, HashGuard

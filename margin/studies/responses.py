@@ -74,8 +74,11 @@ def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: b
     store = ReplyCache(default_cache_path()) if cache else None
     models = {m.id: m for m in plan.models}
     models.update({j.model.id: j.model for j in plan.judges})
-    pools = [model_pool(name, m.spec, m.max_tokens, settings,
-                        on_call=lambda n, _c, s, name=name: on_batch(name, n, s)) for name, m in models.items()]
+
+    def reporter(name: str) -> Callable[[int, int, float], None]:
+        return lambda requests, _capacity, seconds: on_batch(name, requests, seconds)
+
+    pools = [model_pool(name, m.spec, m.max_tokens, settings, on_call=reporter(name)) for name, m in models.items()]
     attempts = {name: model_limits(m.spec, settings).max_attempts for name, m in models.items()}
     calls = StudyCalls(max_attempts=attempts, retry_wait_s=settings.retry_wait_s, store=store, replay=replay,
                        on_record=receipts.write)
