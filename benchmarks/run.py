@@ -9,7 +9,8 @@
 (b) wall time / summed guard compute time of the cheapest run (goal <= 1.05);
 (c) mean batch fill in steady state (goal >= 90%);
 (d) throughput of a latency-bound HTTP guard (50 ms a call, served on 127.0.0.1 and called
-    through margin's OpenAI-compatible backend), concurrent vs one call at a time (goal >= 20x).
+    through margin's OpenAI-compatible backend, streamed), concurrent vs one request at a time
+    (goal >= 20x), and the CPU margin's own process spends per request.
 
 (a)-(c) run the Ray engine on a local Ray, cache off. The lower bound is the fewest calls any
 exact search must make: per prompt, the original, every candidate cheaper than its flip cost
@@ -100,18 +101,20 @@ def http_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     server, url = start_server(delay_s=0.05)
     try:
         rates = {}
-        for mode, concurrency, batch, limit, replicas in (
-                ("one_at_a_time", 1, 1, args.http_serial_prompts, 1),
-                ("concurrent", 64, 64, args.http_prompts, args.http_replicas)):
-            # margin's OpenAI-compatible backend, one request per text, `concurrency` in flight.
-            spec = parse_guard_spec("llama-guard-3-8b", backend="openai", base_url=url, replicas=replicas,
-                                    num_cpus=0, max_batch_size=batch, backend_options={"concurrency": concurrency})
+        for mode, concurrency, limit in (("one_at_a_time", 1, args.http_serial_prompts),
+                                         ("concurrent", args.http_concurrency, args.http_prompts)):
+            # margin's OpenAI-compatible backend: requests stream, `concurrency` in flight.
+            spec = parse_guard_spec("llama-guard-3-8b", backend="openai", base_url=url,
+                                    backend_options={"max_concurrency": concurrency})
             config = RunConfig(guard=spec, dataset=args.dataset, suite="quick", search="exhaustive", cache=False,
-                               batch_size=batch, engine="ray", limit=limit)
+                               limit=limit)
+            cpu = time.process_time()
             outcome = execute(prepare(config), work / f"http-{mode}")
-            rates[mode] = {"texts": outcome.guard_calls, "replicas": replicas, "concurrency": concurrency,
+            cpu = time.process_time() - cpu
+            rates[mode] = {"texts": outcome.guard_calls, "concurrency": concurrency,
                            "wall_s": outcome.figures.search_s,
-                           "texts_per_s": outcome.guard_calls / outcome.figures.search_s}
+                           "texts_per_s": outcome.guard_calls / outcome.figures.search_s,
+                           "client_cpu_ms_per_text": 1000 * cpu / outcome.guard_calls}
     finally:
         server.terminate()
         server.join(timeout=10)
@@ -127,7 +130,8 @@ def show(figures: dict[str, Any]) -> None:
         one, many = f["http"]["one_at_a_time"], f["http"]["concurrent"]
         print(f"(d) HTTP guard, concurrent / serial {f['d_concurrent_over_serial']:.1f}x   "
               f"({many['texts_per_s']:.0f} vs {one['texts_per_s']:.1f} texts/s at 50 ms a call, "
-              f"{many['replicas']} actor(s) x {many['concurrency']} requests in flight; goal >= 20x)")
+              f"{many['concurrency']} requests in flight; goal >= 20x); margin's process spends "
+              f"{many['client_cpu_ms_per_text']:.2f} ms CPU per request (search, client, receipts)")
 
 
 def show_search(f: dict[str, Any]) -> None:
@@ -160,7 +164,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--http-prompts", type=int, default=150, help="prompts for the concurrent HTTP run")
     parser.add_argument("--http-serial-prompts", type=int, default=6, help="prompts for the serial HTTP run")
-    parser.add_argument("--http-replicas", type=int, default=1, help="guard actors for the concurrent HTTP run")
+    parser.add_argument("--http-concurrency", type=int, default=64, help="requests in flight in the concurrent run")
     parser.add_argument("--skip-http", action="store_true")
     parser.add_argument("--skip-search", action="store_true", help="only (d)")
     parser.add_argument("--json", type=Path, help="also write the figures here")

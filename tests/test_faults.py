@@ -40,7 +40,7 @@ def errors(out: Path) -> list[str]:
 
 
 def test_margin_run_through_faults_gives_the_clean_results(tmp_path):
-    server, url = start_server(delay_s=0.0)
+    server, url = start_server(delay_s=0.0, label="keyword")
     try:
         clean_s, clean = run_guard(url, tmp_path / "clean")
         with FaultProxy(url.removesuffix("/v1"), hang_s=HANG_S) as proxy:  # each run meets fresh faults

@@ -54,25 +54,26 @@ class OpenAIChatBackend:
         return run_sync(all_of, self.endpoint)
 
     async def _one(self, client: Any, request: GuardRequest) -> Generation:
+        # Plain JSON through the client's `post`: the typed `create` methods spend more CPU
+        # building and validating each request than a fast server spends answering it.
         if request.prompt is not None:
             # The server tokenizer adds BOS itself: drop the literal one (no double BOS).
-            prompt = request.prompt.removeprefix("<s>")
-            kwargs: dict[str, Any] = {"logprobs": self.top_logprobs} if self.top_logprobs else {}
-            response = await client.completions.create(model=self.model, prompt=prompt, temperature=0,
-                                                       max_tokens=request.max_new_tokens, **kwargs)
-            return completion_generation(response)
-        extra_body: dict[str, Any] = {}
+            body: dict[str, Any] = {"model": self.model, "prompt": request.prompt.removeprefix("<s>"),
+                                    "temperature": 0, "max_tokens": request.max_new_tokens}
+            if self.top_logprobs:
+                body["logprobs"] = self.top_logprobs
+            return completion_generation(await client.post("/completions", body=body, cast_to=object))
+        body = {"model": self.model, "messages": list(request.messages or ()), "temperature": 0,
+                "max_tokens": request.max_new_tokens, **request.extra}
+        if self.top_logprobs:
+            body.update(logprobs=True, top_logprobs=self.top_logprobs)
         if request.chat_template_kwargs:
-            extra_body["chat_template_kwargs"] = request.chat_template_kwargs
+            body["chat_template_kwargs"] = request.chat_template_kwargs
         if not request.add_generation_prompt:
-            extra_body["add_generation_prompt"] = False
+            body["add_generation_prompt"] = False
         if request.keep_special_tokens:
-            extra_body["skip_special_tokens"] = False
-        kwargs = {"logprobs": True, "top_logprobs": self.top_logprobs} if self.top_logprobs else {}
-        response = await client.chat.completions.create(
-            model=self.model, messages=list(request.messages or ()), temperature=0,
-            max_tokens=request.max_new_tokens, extra_body=extra_body or None, **request.extra, **kwargs)
-        return chat_generation(response)
+            body["skip_special_tokens"] = False
+        return chat_generation(await client.post("/chat/completions", body=body, cast_to=object))
 
     async def aclose(self) -> None:
         await self.endpoint.aclose()
@@ -81,42 +82,55 @@ class OpenAIChatBackend:
         self.endpoint.close()
 
 
+def _first_choice(response: Any) -> dict[str, Any]:
+    choices = response.get("choices") if isinstance(response, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise MalformedResponse(f"response has no choices: {str(response)[:200]}")
+    return choices[0]
+
+
+def _logprob(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MalformedResponse(f"a logprob that is not a number: {value!r}")
+    return float(value)
+
+
 def chat_generation(response: Any) -> Generation:
-    choices = getattr(response, "choices", None)
-    if not choices:
-        raise MalformedResponse("response has no choices")
-    choice = choices[0]
-    message = getattr(choice, "message", None)
-    if message is None:
+    """A chat completion's JSON as a Generation; MalformedResponse when it is not one."""
+    choice = _first_choice(response)
+    message = choice.get("message")
+    if not isinstance(message, dict):
         raise MalformedResponse("choice has no message")
-    text = message.content if isinstance(message.content, str) else ""
-    extra = getattr(message, "model_extra", None) or {}
-    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
     steps: list[Step] = []
-    logprobs = getattr(choice, "logprobs", None)
-    for item in (getattr(logprobs, "content", None) or []):
-        top = tuple((t.token, float(t.logprob)) for t in (item.top_logprobs or []))
-        if all(token != item.token for token, _ in top):
-            top = (*top, (item.token, float(item.logprob)))
-        steps.append(Step(item.token, top))
+    logprobs = choice.get("logprobs")
+    items = logprobs.get("content") if isinstance(logprobs, dict) else None
+    for item in items or []:
+        token = str(item["token"])
+        top = tuple((str(t["token"]), _logprob(t["logprob"])) for t in (item.get("top_logprobs") or []))
+        if all(candidate != token for candidate, _ in top):
+            top = (*top, (token, _logprob(item["logprob"])))
+        steps.append(Step(token, top))
     return Generation(text=redact(text), steps=tuple(steps),
                       reasoning=redact(reasoning) if isinstance(reasoning, str) else None,
-                      truncated=choice.finish_reason == "length")
+                      truncated=choice.get("finish_reason") == "length")
 
 
 def completion_generation(response: Any) -> Generation:
-    choices = getattr(response, "choices", None)
-    if not choices or not isinstance(getattr(choices[0], "text", None), str):
+    """A (raw) completion's JSON as a Generation; MalformedResponse when it is not one."""
+    choice = _first_choice(response)
+    if not isinstance(choice.get("text"), str):
         raise MalformedResponse("response has no completion text")
-    choice = choices[0]
     steps: list[Step] = []
-    logprobs = getattr(choice, "logprobs", None)
-    tokens = getattr(logprobs, "tokens", None) or []
-    tops = getattr(logprobs, "top_logprobs", None) or [None] * len(tokens)
-    chosen = getattr(logprobs, "token_logprobs", None) or [None] * len(tokens)
+    logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
+    tokens = logprobs.get("tokens") or []
+    tops = logprobs.get("top_logprobs") or [None] * len(tokens)
+    chosen = logprobs.get("token_logprobs") or [None] * len(tokens)
     for token, top, own in zip(tokens, tops, chosen, strict=False):
-        pairs = tuple((str(k), float(v)) for k, v in (top or {}).items())
+        pairs = tuple((str(k), _logprob(v)) for k, v in (top or {}).items())
         if own is not None and all(t != token for t, _ in pairs):
-            pairs = (*pairs, (token, float(own)))
-        steps.append(Step(token, pairs))
-    return Generation(text=redact(choice.text), steps=tuple(steps), truncated=choice.finish_reason == "length")
+            pairs = (*pairs, (str(token), _logprob(own)))
+        steps.append(Step(str(token), pairs))
+    return Generation(text=redact(choice["text"]), steps=tuple(steps), truncated=choice.get("finish_reason") == "length")
