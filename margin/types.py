@@ -6,7 +6,7 @@ Nothing here does I/O or imports another margin module; everything else imports 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Label = Literal["safe", "unsafe"]
 VerdictLabel = Literal["safe", "unsafe", "invalid"]
@@ -42,11 +42,11 @@ class TransformInfo:
     assumption: str
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     """One (prompt, transform, strength, seed) with its text and cost.
 
-    The original prompt is the candidate with `transform=None` and cost 0.
+    The original prompt is the candidate with `transform=None` and cost 0. A named tuple,
+    not a dataclass: a run makes hundreds of thousands, and a tuple is made and hashed in C.
     """
 
     prompt_id: str

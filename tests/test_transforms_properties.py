@@ -106,3 +106,17 @@ def test_one_edit_per_word_lands_in_that_word(name, text, seed, word):
         start, end = word_spans(text)[word]
         assert t.in_word(text, chosen[0], start, end)
         assert t.apply(text, f"@{word}", seed) != text
+
+
+@pytest.mark.parametrize("name", sorted(registry()))
+@SETTINGS
+@given(text=texts, seed=seeds, order=st.randoms(use_true_random=False))
+@example(text="abababab ba", seed=0, order=None)  # swaps skip positions; spans of two code points
+def test_apply_many_is_apply_for_each_strength(name, text, seed, order):
+    """Candidates are built with `apply_many` (one pass per ladder): it must give exactly
+    what `apply` gives for each strength, in any order, repeats included."""
+    strengths = strengths_of(name) * 2
+    if order is not None:
+        order.shuffle(strengths)
+    t = get_transform(name)
+    assert t.apply_many(text, strengths, seed) == [t.apply(text, s, seed) for s in strengths]

@@ -114,6 +114,10 @@ class Transform(ABC):
     def apply(self, text: str, strength: str, seed: int) -> str:
         """Return the transformed text; raise ValueError for a strength this transform lacks."""
 
+    def apply_many(self, text: str, strengths: Sequence[str], seed: int) -> list[str]:
+        """`[apply(text, s, seed) for s in strengths]`; a transform may share work between them."""
+        return [self.apply(text, strength, seed) for strength in strengths]
+
     def check_strength(self, strength: str) -> None:
         """Raise ValueError if `strength` is not one this transform understands."""
         self.apply("margin", strength, 0)
@@ -173,12 +177,7 @@ class EditTransform(Transform):
     def order(self, text: str, seed: int, salient: bool) -> tuple[list[int], int]:
         """Every position strengths take a prefix of, and how many positions are usable
         (eligible and not overlapping an earlier one: the n of a ``p%`` strength)."""
-        candidates = list(_eligible(self, text))
-        if salient:
-            ordered = salient_order(text, candidates, lambda p: self.span(text, p), seed)
-        else:
-            ordered = seeded_order(candidates, seed)
-        ordered = self._non_overlapping(text, ordered)
+        ordered = list(_placed_order(text, seed, salient, *_layout(self, text)))
         if self.additive:
             return ordered, len(ordered)
         return self._never_cheaper(text, ordered, seed), len(ordered)
@@ -201,24 +200,50 @@ class EditTransform(Transform):
     def apply(self, text: str, strength: str, seed: int) -> str:
         return self.render(text, self.chosen(text, strength, seed), seed)
 
-    def _non_overlapping(self, text: str, order: list[int]) -> list[int]:
-        """Keep positions in order, skipping any whose span overlaps one already kept.
-
-        Whether a position is kept depends only on those before it, so prefixes stay nested.
-        """
-        spans = [self.span(text, p) for p in order]
-        if all(hi - lo <= 1 for lo, hi in spans):
-            return order  # one code point or none each, at distinct positions: no overlap
-        taken: set[int] = set()
-        kept: list[int] = []
-        for p in order:
-            lo, hi = self.span(text, p)
-            touched = range(lo, max(hi, lo + 1))
-            if any(i in taken for i in touched):
+    def apply_many(self, text: str, strengths: Sequence[str], seed: int) -> list[str]:
+        """`[apply(text, s, seed) for s in strengths]`, each edit made once: the count and
+        share strengths take nested prefixes of one order, so one pass along it, editing a
+        list of the text's code points, yields every text of the ladder as one join."""
+        out = [""] * len(strengths)
+        made = _replacements(self, text, seed)
+        ladders: dict[bool, list[tuple[int, int]]] = {}  # salient -> (edits, index in strengths)
+        for i, strength in enumerate(strengths):
+            parsed = Strength.parse(strength)
+            if parsed.word is not None:  # one edit: splice it in
+                positions = self.chosen(text, strength, seed)
+                if not positions:
+                    out[i] = text
+                    continue
+                (p,) = positions
+                lo, hi = self.span(text, p)
+                out[i] = text[:lo] + self._made(text, p, seed, made) + text[hi:]
                 continue
-            taken.update(touched)
-            kept.append(p)
-        return kept
+            order, usable = _order(self, text, seed, parsed.salient)
+            count = parsed.count if parsed.count is not None else math.ceil(parsed.percent * usable / 100)  # type: ignore[operator]
+            ladders.setdefault(parsed.salient, []).append((min(count, len(order)), i))
+        for salient, steps in ladders.items():
+            order = _order(self, text, seed, salient)[0]
+            cells = [*text, ""]  # code points; the last cell takes an insertion at the end
+            done = 0
+            for count, i in sorted(steps):
+                for p in order[done:count]:  # spans never overlap, so each edit owns its cells
+                    lo, hi = self.span(text, p)
+                    replacement = self._made(text, p, seed, made)
+                    if lo == hi:
+                        cells[lo] = replacement + cells[lo]
+                    else:
+                        cells[lo] = replacement
+                        for cell in range(lo + 1, hi):
+                            cells[cell] = ""
+                done = max(done, count)
+                out[i] = "".join(cells)
+        return out
+
+    def _made(self, text: str, position: int, seed: int, made: dict[int, str]) -> str:
+        replacement = made.get(position)
+        if replacement is None:
+            replacement = made[position] = self.replacement(text, position, position_draws(seed, position))
+        return replacement
 
     def _never_cheaper(self, text: str, order: list[int], seed: int) -> list[int]:
         """`order` less every position whose edit would lower the distance to the original
@@ -243,6 +268,32 @@ def _order(transform: EditTransform, text: str, seed: int, salient: bool) -> tup
 
 
 @functools.lru_cache(maxsize=4096)
+def _placed_order(text: str, seed: int, salient: bool, positions: tuple[int, ...],
+                  spans: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """`positions` in seeded or salient order, less any whose span overlaps one kept before
+    it (so prefixes stay nested). It depends on where edits go, not on what they write, so
+    transforms with the same positions and spans (the zero-width insertions, the styled
+    alphabets) share it."""
+    span_of = dict(zip(positions, spans, strict=True))
+    if salient:
+        ordered = salient_order(text, positions, span_of.__getitem__, seed)
+    else:
+        ordered = seeded_order(positions, seed)
+    if all(hi - lo <= 1 for lo, hi in spans):
+        return tuple(ordered)  # one code point or none each, at distinct positions: no overlap
+    taken: set[int] = set()
+    kept: list[int] = []
+    for p in ordered:
+        lo, hi = span_of[p]
+        touched = range(lo, max(hi, lo + 1))
+        if any(i in taken for i in touched):
+            continue
+        taken.update(touched)
+        kept.append(p)
+    return tuple(kept)
+
+
+@functools.lru_cache(maxsize=4096)
 def _word_pick(seed: int, n: int) -> int:
     """Which of a word's n eligible positions an ``@i`` strength edits."""
     return Draws(seed, "word").randrange(n)
@@ -254,8 +305,10 @@ def _characters(text: str) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _eligible(transform: EditTransform, text: str) -> tuple[int, ...]:
-    return tuple(transform.eligible(text))
+def _layout(transform: EditTransform, text: str) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+    """The eligible positions and the span an edit at each replaces."""
+    positions = tuple(transform.eligible(text))
+    return positions, tuple(transform.span(text, p) for p in positions)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -264,9 +317,9 @@ def _positions_per_word(transform: EditTransform, text: str) -> tuple[tuple[int,
     spans = word_spans(text)
     starts = [start for start, _ in spans]
     per_word: list[list[int]] = [[] for _ in spans]
-    for p in _eligible(transform, text):
+    for p, (lo, _) in zip(*_layout(transform, text), strict=True):
         # Only the word starting last at or before the edit can hold it.
-        i = bisect.bisect_right(starts, transform.span(text, p)[0]) - 1
+        i = bisect.bisect_right(starts, lo) - 1
         if i >= 0 and transform.in_word(text, p, *spans[i]):
             per_word[i].append(p)
     return tuple(tuple(ps) for ps in per_word)
@@ -281,12 +334,17 @@ def _replacements(transform: EditTransform, text: str, seed: int) -> dict[int, s
 def is_fresh(option: str, present: frozenset[str] | set[str]) -> bool:
     """Whether no character of `option` occurs in the original: substituting a fresh
     option keeps a transform additive."""
-    return not any(ch in present for ch in option)
+    return present.isdisjoint(option)
 
 
 def fresh(options: Iterable[str], text: str) -> list[str]:
     present = _characters(text)
-    return [o for o in options if is_fresh(o, present)]
+    return [o for o in options if present.isdisjoint(o)]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _fresh_options(transform: Substitution, char: str, text: str) -> list[str]:
+    return fresh(transform.options(char), text)
 
 
 class Substitution(EditTransform):
@@ -302,7 +360,7 @@ class Substitution(EditTransform):
         return [i for i, ch in enumerate(text) if ch in usable]
 
     def replacement(self, text: str, position: int, rng: Draws) -> str:
-        return rng.choice(fresh(self.options(text[position]), text))
+        return rng.choice(_fresh_options(self, text[position], text))
 
 
 class Insertion(EditTransform):

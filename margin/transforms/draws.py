@@ -23,7 +23,7 @@ class Draws:
     __slots__ = ("label", "n")
 
     def __init__(self, *label: object) -> None:
-        self.label = ":".join(str(p) for p in label)
+        self.label = ":".join(map(str, label))
         self.n = 0
 
     def randrange(self, stop: int) -> int:
