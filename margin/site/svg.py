@@ -106,7 +106,7 @@ def _axes(frame: Frame, xticks: Sequence[float], yticks: Sequence[float], xlabel
 def curves_svg(curves: Mapping[str, Any], budget: float, *, title: str, ident: str,
                margins: Mapping[str, float | None] | None = None) -> str:
     """One guard's robust-accuracy curves (one per class present) with their bands, on [0, B] x [0, 1]."""
-    frame = Frame(560, 300, 52, 16, 14, 44, 0.0, float(budget), 0.0, 1.0)
+    frame = Frame(560, 316, 52, 16, 30, 44, 0.0, float(budget), 0.0, 1.0)
     budgets = [float(b) for b in curves["budgets"]]
     labels = [label for label in CLASS_COLOURS if curves.get(label) is not None]
     margins = margins or {}
@@ -131,13 +131,12 @@ def curves_svg(curves: Mapping[str, Any], budget: float, *, title: str, ident: s
     for label in labels:
         parts.append(f'<path class="curve curve-{label}" stroke="{CLASS_COLOURS[label]}" data-class="{label}" '
                      f'd="{_path(frame, step_points(budgets, curves[label]))}"/>')
-    px, py, pw, _ = frame.inner
-    for k, label in enumerate(labels):  # legend, top right inside the plot
-        y = py + 14 + 18 * k
-        parts.append(f'<line x1="{_n(px + pw - 190)}" x2="{_n(px + pw - 168)}" y1="{_n(y)}" y2="{_n(y)}" '
-                     f'stroke="{CLASS_COLOURS[label]}" stroke-width="2.5"/>')
-        parts.append(f'<text class="key" x="{_n(px + pw - 162)}" y="{_n(y)}" dy="0.32em">'
-                     f'{escape(CLASS_NAMES[label])}</text>')
+    px, _, _, _ = frame.inner
+    for k, label in enumerate(labels):  # the legend, in a row above the plot
+        x = px + 230 * k
+        parts.append(f'<line x1="{_n(x)}" x2="{_n(x + 22)}" y1="12" y2="12" stroke="{CLASS_COLOURS[label]}" '
+                     'stroke-width="2.5"/>')
+        parts.append(f'<text class="key" x="{_n(x + 28)}" y="12" dy="0.32em">{escape(CLASS_NAMES[label])}</text>')
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -178,7 +177,7 @@ def ladder_svg(points: Sequence[LadderPoint], *, ident: str = "ladder") -> str:
     ys = nice_ticks(min(indices), max(indices)) if max(indices) > min(indices) else [min(indices) - 1, min(indices) + 1]
     y0, y1 = min(ys[0], min(indices)), max(ys[-1], max(indices))
     pad = (y1 - y0) * 0.08
-    frame = Frame(560, 340, 52, 24, 18, 44, x0, x1, y0 - pad, y1 + pad, log_x=True)
+    frame = Frame(560, 356, 52, 24, 34, 44, x0, x1, y0 - pad, y1 + pad, log_x=True)
     xticks = [10.0 ** e for e in range(round(math.log10(x0)), round(math.log10(x1)) + 1)]
     parts = [f'<svg class="ladder" id="{escape(ident)}" viewBox="0 0 {frame.width:g} {frame.height:g}" role="group" '
              f'aria-labelledby="{escape(ident)}-title">',
@@ -187,6 +186,10 @@ def ladder_svg(points: Sequence[LadderPoint], *, ident: str = "ladder") -> str:
     parts += _axes(frame, xticks, [t for t in ys if y0 - pad <= t <= y1 + pad],
                    "weight size (billions of parameters, log scale)", "capability index",
                    xfmt=lambda t: f"{t:g}")
+    for k, (share, text) in enumerate(((0.0, "no guard bypassed"), (0.5, "half the guards"), (1.0, "every guard"))):
+        x = frame.left + 150 * k
+        parts.append(f'<circle cx="{_n(x + 6)}" cy="14" r="6" fill="{share_colour(share)}" stroke="#1c2833"/>'
+                     f'<text class="key" x="{_n(x + 17)}" y="14" dy="0.32em">{text}</text>')
     for p in sorted(points, key=lambda p: (p.capability_index, p.parameters_b, p.model_id)):
         x, y = _n(frame.x(p.parameters_b)), _n(frame.y(p.capability_index))
         anchor = "end" if frame.x(p.parameters_b) > frame.width * 0.7 else "start"
