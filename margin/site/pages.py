@@ -15,6 +15,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from margin.pairings import model_order
 from margin.provenance import margin_version
 from margin.site.inputs import SiteInputs, Snapshot
 from margin.site.svg import LadderPoint, curves_svg, ladder_svg
@@ -128,15 +129,6 @@ def names_of(pairings: Snapshot | None) -> dict[str, str]:
 
 
 # ---- pairings ---------------------------------------------------------------------------------
-
-def model_order(models: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Ascending capability index, then weight size, then id (models lacking one go last)."""
-    def key(m: Mapping[str, Any]) -> tuple[float, float, str]:
-        index, size = m.get("capability_index"), m.get("parameters_b")
-        return (float("inf") if index is None else float(index), float("inf") if size is None else float(size),
-                str(m["id"]))
-    return sorted(models, key=key)
-
 
 @dataclass(frozen=True)
 class Cell:
