@@ -187,9 +187,9 @@ def ladder_svg(points: Sequence[LadderPoint], *, ident: str = "ladder") -> str:
                    "weight size (billions of parameters, log scale)", "capability index",
                    xfmt=lambda t: f"{t:g}")
     for k, (share, text) in enumerate(((0.0, "no guard bypassed"), (0.5, "half the guards"), (1.0, "every guard"))):
-        x = frame.left + 150 * k
-        parts.append(f'<circle cx="{_n(x + 6)}" cy="14" r="6" fill="{share_colour(share)}" stroke="#1c2833"/>'
-                     f'<text class="key" x="{_n(x + 17)}" y="14" dy="0.32em">{text}</text>')
+        left = frame.left + 150 * k
+        parts.append(f'<circle cx="{_n(left + 6)}" cy="14" r="6" fill="{share_colour(share)}" stroke="#1c2833"/>'
+                     f'<text class="key" x="{_n(left + 17)}" y="14" dy="0.32em">{text}</text>')
     for p in sorted(points, key=lambda p: (p.capability_index, p.parameters_b, p.model_id)):
         x, y = _n(frame.x(p.parameters_b)), _n(frame.y(p.capability_index))
         anchor = "end" if frame.x(p.parameters_b) > frame.width * 0.7 else "start"
