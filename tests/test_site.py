@@ -318,3 +318,31 @@ def test_the_preview_server_serves_the_endpoints_as_json(site):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_snapshot_with_only_the_required_fields_still_makes_every_page(pub, tmp_path):
+    """Optional fields (intervals, slices, evaluation details, model sizes, names, evidence,
+    thresholds left to their defaults) may be absent; the pages then say less, never fail."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    board = current(pub, "guardrails")
+    for key in ("units", "confidence_intervals"):
+        del board["meta"][key]
+    board["meta"]["provenance"] = {k: board["meta"]["provenance"][k] for k in ("dataset", "suite", "budget")}
+    for record in board["data"]:
+        for key in ("confidence_intervals", "clean_accuracy", "slices"):
+            del record[key]
+        record["evaluation"] = {}
+        del record["curves"]["bands"]
+    pairs = current(pub, "pairings")
+    pairs["meta"].update(thresholds={}, guards=[{"id": g["id"]} for g in pairs["meta"]["guards"]],
+                         models=[{"id": m["id"]} for m in pairs["meta"]["models"]])
+    for pair in pairs["data"]:
+        del pair["transformations"]
+    (bare / "guardrails.json").write_text(json.dumps(board))
+    (bare / "pairings.json").write_text(json.dumps(pairs))
+    _, files = build_site(bare, tmp_path / "site")
+    assert f'<span class="value">{board["data"][0]["balanced_margin"]:.2f}</span>' in files["index.html"]
+    assert "None recorded for this guard" in files["index.html"]
+    assert "no ladder to draw" in files["pairings.html"] and "at least 97%" in files["pairings.html"]
+    assert "97.0%" in files["methodology.html"]

@@ -15,7 +15,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from margin.pairings import model_order
+from margin.pairings import Thresholds, model_order
 from margin.provenance import margin_version
 from margin.site.inputs import SiteInputs, Snapshot
 from margin.site.svg import LadderPoint, curves_svg, ladder_svg
@@ -73,10 +73,27 @@ def plain(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def name_of(entity: Mapping[str, Any]) -> str:
+    """A pairings guard's or model's display name: its name, else its id."""
+    return str(entity.get("name") or entity["id"])
+
+
 # ---- leaderboard ----------------------------------------------------------------------------
 
+class _Optional:
+    """The optional parts of a figures record (intervals, per-class accuracy), read safely."""
+
+    figures: Mapping[str, Any]
+
+    def ci(self, name: str) -> list[float] | None:
+        return (self.figures.get("confidence_intervals") or {}).get(name)
+
+    def accuracy(self, label: str) -> float | None:
+        return (self.figures.get("clean_accuracy") or {}).get(label)
+
+
 @dataclass(frozen=True)
-class SliceRow:
+class SliceRow(_Optional):
     value: str
     figures: Mapping[str, Any]
 
@@ -87,7 +104,7 @@ class SliceRow:
 
 
 @dataclass(frozen=True)
-class GuardView:
+class GuardView(_Optional):
     record: Mapping[str, Any]
     anchor: str
     curves: Markup
@@ -95,6 +112,10 @@ class GuardView:
     provenance: list[tuple[str, str]]
     template: str
     pairs: list[Mapping[str, Any]] = field(default_factory=list)
+
+    @property
+    def figures(self) -> Mapping[str, Any]:  # type: ignore[override]
+        return self.record
 
     def sort_value(self, key: str) -> str:
         if key == "guard":
@@ -152,7 +173,7 @@ class Cell:
 
     @property
     def label(self) -> str:
-        head = f"{self.guard.get('name') or self.guard['id']} × {self.model.get('name') or self.model['id']}: "
+        head = f"{name_of(self.guard)} × {name_of(self.model)}: "
         if self.pair is None:
             return head + "not tested"
         return (head + STATUS_TEXT[self.status] + f", {self.pair['qualifying_transformations']} of "
@@ -167,6 +188,11 @@ def matrix(pairings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[t
     return models, rows
 
 
+def thresholds(pairings: Mapping[str, Any]) -> dict[str, float]:
+    """The study's thresholds, DESIGN.md's defaults filling any it leaves out (as validation reads them)."""
+    return Thresholds.model_validate(pairings["meta"]["thresholds"]).model_dump()
+
+
 def ladder_points(pairings: Mapping[str, Any]) -> tuple[list[LadderPoint], list[Mapping[str, Any]]]:
     """(placed points, tested models lacking a weight size or capability index)."""
     placed, unplaced = [], []
@@ -178,7 +204,7 @@ def ladder_points(pairings: Mapping[str, Any]) -> tuple[list[LadderPoint], list[
         if size is None or index is None or size <= 0:
             unplaced.append(model)
             continue
-        placed.append(LadderPoint(str(model["id"]), str(model.get("name") or model["id"]), float(size), float(index),
+        placed.append(LadderPoint(str(model["id"]), name_of(model), float(size), float(index),
                                   sum(d["status"] == "bypass_found" for d in tested), len(tested)))
     return placed, unplaced
 
@@ -189,7 +215,8 @@ def environment() -> Environment:
     env = Environment(loader=PackageLoader("margin.site", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(num=num, interval=interval, percent=percent, plain=plain)
-    env.globals.update(anchor=anchor, STATUS_TEXT=STATUS_TEXT, API=API, margin_version=margin_version())
+    env.globals.update(anchor=anchor, name_of=name_of, STATUS_TEXT=STATUS_TEXT, API=API,
+                       margin_version=margin_version())
     return env
 
 
@@ -225,14 +252,16 @@ class Pages:
         models, rows = matrix(body)
         placed, unplaced = ladder_points(body)
         ladder = Markup(ladder_svg(placed)) if placed else None
-        return self._render("pairings.html", meta=body["meta"], models=models, rows=rows, ladder=ladder,
+        return self._render("pairings.html", meta=body["meta"], thresholds=thresholds(body), models=models,
+                            rows=rows, ladder=ladder,
                             points=placed, unplaced=unplaced, **self._archive_note(snap, page))
 
     def methodology(self) -> str:
         leaderboard, pairings = self.inputs.current("guardrails"), self.inputs.current("pairings")
         return self._render("methodology.html", active="methodology",
                             leaderboard=leaderboard.body["meta"] if leaderboard else None,
-                            pairings=pairings.body["meta"] if pairings else None)
+                            pairings=pairings.body["meta"] if pairings else None,
+                            thresholds=thresholds(pairings.body) if pairings else None)
 
     def archive(self) -> str:
         return self._render("archive.html", active="archive", inputs=self.inputs,
