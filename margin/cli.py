@@ -413,10 +413,13 @@ def site(
         except OSError as exc:
             raise InputError(f"cannot listen on 127.0.0.1:{port} ({exc.strerror or exc})", field="--port") from None
         base = base or f"http://127.0.0.1:{server.server_port}"
-    write_site(out, site_files(inputs, base))
+    files = site_files(inputs, base)
+    write_site(out, files)
     for kind, snaps in inputs.snapshots.items():
         console.print(f"{kind}: current {snaps[0].name}" + (f", {len(snaps) - 1} archived" if len(snaps) > 1 else ""))
-    console.print(f"wrote {out}/ (index.html, pairings.html, methodology.html, archive.html, api/v1/margin/)")
+    pages = [name for name in ("index.html", "pairings.html", "methodology.html", "archive.html") if name in files]
+    endpoints = [path for path in files if path.startswith("api/") and not path.endswith(".json")]
+    console.print(f"wrote {out}/ ({len(files)} files: {', '.join(pages + endpoints)})", soft_wrap=True)
     if server is not None:
         print(f"serving http://127.0.0.1:{server.server_port}/ (Ctrl-C to stop)", flush=True)
         try:

@@ -346,3 +346,15 @@ def test_a_snapshot_with_only_the_required_fields_still_makes_every_page(pub, tm
     assert "None recorded for this guard" in files["index.html"]
     assert "no ladder to draw" in files["pairings.html"] and "at least 97%" in files["pairings.html"]
     assert "97.0%" in files["methodology.html"]
+
+
+def test_a_port_in_use_is_one_error_and_nothing_written(pub, tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = margin("site", str(pub), "--out", str(tmp_path / "out"), "--serve", "--port", str(port))
+    assert proc.returncode == 2 and f"--port: cannot listen on 127.0.0.1:{port}" in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -24,10 +24,12 @@ from tests.test_cli import REPO
 
 CHROMIUM = Path(os.environ.get("MARGIN_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("MARGIN_CHROMEDRIVER", "/usr/bin/chromedriver"))
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()),
-    reason=f"no headless browser: {CHROMIUM} and {CHROMEDRIVER} are needed "
-           "(apt-get install -y chromium chromium-driver; .ci/run installs them)")
+pytestmark = [
+    pytest.mark.skipif(not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()),
+                       reason=f"no headless browser: {CHROMIUM} and {CHROMEDRIVER} are needed "
+                              "(apt-get install -y chromium chromium-driver; .ci/run installs them)"),
+    pytest.mark.slow,  # each test takes about a second, but the module's setup (runs, server, browser) more
+]
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage", "--window-size=1280,900")
