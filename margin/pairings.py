@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,6 +174,16 @@ def validate_pairings(snapshot: Any, where: str | Path) -> dict[str, Any]:
                 or sum(t.qualifies for t in pair.transformations) != pair.qualifying_transformations):
             raise InputError("counts disagree with the listed transformations", path=where, field=at)
     return snapshot  # type: ignore[no-any-return]
+
+
+def model_order(models: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Ascending capability index, then weight size, then id; a model lacking one goes after
+    those that have it. The matrix's columns and the ladder's points share this order."""
+    def key(m: Mapping[str, Any]) -> tuple[float, float, str]:
+        index, size = m.get("capability_index"), m.get("parameters_b")
+        return (math.inf if index is None else float(index), math.inf if size is None else float(size),
+                str(m["id"]))
+    return sorted(models, key=key)
 
 
 def load_pairings(path: Path) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from margin.pairings import model_order
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -137,21 +139,12 @@ def heatmap_figure(rows: Sequence[str], columns: Sequence[str],
     return fig
 
 
-def _model_order(models: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Ascending capability index, then weight size, then id (as the Margin matrix orders them)."""
-    def key(m: Mapping[str, Any]) -> tuple[float, float, str]:
-        index, size = m.get("capability_index"), m.get("parameters_b")
-        return (math.inf if index is None else float(index), math.inf if size is None else float(size),
-                str(m["id"]))
-    return sorted(models, key=key)
-
-
 def pairing_matrix_figure(pairings: Mapping[str, Any], title: str = "") -> Figure:
     """Guards (rows) x protected models (columns): bypass found, none found, or untested."""
     from matplotlib.patches import Patch, Rectangle
 
     guards = list(pairings["meta"]["guards"])
-    models = _model_order(pairings["meta"]["models"])
+    models = model_order(pairings["meta"]["models"])
     cells = {(d["guard_id"], d["model_id"]): d for d in pairings["data"]}
     fig = _new_figure(max(4.0, 1.8 + 0.75 * len(models)), max(2.5, 1.6 + 0.42 * len(guards)))
     ax = fig.subplots()
@@ -187,7 +180,7 @@ def capability_ladder_figure(pairings: Mapping[str, Any], guard_id: str | None =
 
     cmap = matplotlib.colormaps["RdYlGn_r"]
     rows = [d for d in pairings["data"] if guard_id is None or d["guard_id"] == guard_id]
-    for model in _model_order(pairings["meta"]["models"]):
+    for model in model_order(pairings["meta"]["models"]):
         size, index = model.get("parameters_b"), model.get("capability_index")
         tested = [d for d in rows if d["model_id"] == model["id"]]
         if size is None or index is None or not tested:

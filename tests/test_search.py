@@ -8,8 +8,8 @@ from margin.cost import CostModel
 from margin.datasets import load_dataset
 from margin.guards.keyword import KeywordGuard
 from margin.search.candidates import build_candidates, original_candidate
-from margin.search.driver import drive
 from margin.search.make import make_search
+from margin.search.session import drive
 from margin.transforms.suites import load_suite
 from margin.types import Prompt
 from tests.helpers import FlakyGuard, HashGuard

@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from margin.engine.book import Backoff, Book, Job, Origin, Outcome
 from margin.hashing import sha256_text
@@ -175,16 +175,3 @@ class Driver:
             self.outstanding[index] += len(requests)
             for candidate in requests:
                 self.book.ask(POOL, candidate.text, candidate.text, (index, candidate))
-
-
-def drive(searches: Sequence[PromptSearch], guard: Any, *, batch_size: int = 64, on_call: OnCall = lambda _: None,
-          max_attempts: int = 3, **options: Any) -> list[SearchResult]:
-    """Run every search to completion against `guard` in this process; results in the
-    order of `searches`. (Runs use `margin.search.run`; this is the small form for tests
-    and notebooks.)"""
-    from margin.engine.loop import run_pools
-    from margin.search.guard_pool import local_pool
-
-    driver = Driver(searches, max_attempts=max_attempts, retry_wait_s=0.0, on_call=on_call, **options)
-    run_pools(driver.book, [local_pool(guard, batch_size)])
-    return driver.ordered_results()

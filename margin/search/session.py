@@ -23,9 +23,9 @@ from margin.engine.pool import Pool
 from margin.guards.base import Guard
 from margin.guards.spec import GuardSpec
 from margin.search.driver import Driver, OnCall, OnResult, Replay, VerdictStore
-from margin.search.guard_pool import guard_pool, is_remote
+from margin.search.guard_pool import guard_pool, is_remote, local_pool
 from margin.search.strategies import PromptSearch
-from margin.types import GuardInfo
+from margin.types import GuardInfo, SearchResult
 
 Engine = Literal["ray", "local"]
 ENGINES: tuple[Engine, ...] = ("ray", "local")
@@ -181,3 +181,13 @@ class GuardSession:
             f.overloads = pool.overloads
             f.lowest_concurrency = pool.lowest_limit
             f.latencies = pool.latencies
+
+
+def drive(searches: Sequence[PromptSearch], guard: Guard, *, batch_size: int = 64, on_call: OnCall = lambda _: None,
+          max_attempts: int = DEFAULT_ATTEMPTS, **options: Any) -> list[SearchResult]:
+    """Run every search to completion against a guard instance in this process; results in
+    the order of `searches`. (Runs use `margin.search.run`; this is the small form for tests
+    and notebooks.)"""
+    driver = Driver(searches, max_attempts=max_attempts, retry_wait_s=0.0, on_call=on_call, **options)
+    run_pools(driver.book, [local_pool(guard, batch_size)])
+    return driver.ordered_results()

@@ -124,7 +124,8 @@ def completion_generation(response: Any) -> Generation:
     if not isinstance(choice.get("text"), str):
         raise MalformedResponse("response has no completion text")
     steps: list[Step] = []
-    logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
+    found = choice.get("logprobs")
+    logprobs: dict[str, Any] = found if isinstance(found, dict) else {}
     tokens = logprobs.get("tokens") or []
     tops = logprobs.get("top_logprobs") or [None] * len(tokens)
     chosen = logprobs.get("token_logprobs") or [None] * len(tokens)

@@ -1,0 +1,269 @@
+"""The site's HTML pages, rendered from snapshots with Jinja2 templates (margin/site/templates).
+
+Jinja2 escapes every value by default, and a snapshot is data from elsewhere (guard names,
+caveats, judge settings), so nothing in one can become markup. Here: the view of each page
+built from the snapshot (pure), and one `render_*` function per page.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from margin.pairings import Thresholds, model_order
+from margin.provenance import margin_version
+from margin.site.inputs import SiteInputs, Snapshot
+from margin.site.svg import LadderPoint, curves_svg, ladder_svg
+
+API = {"guardrails": "api/v1/margin/guardrails", "pairings": "api/v1/margin/pairings"}
+STATUS_TEXT = {"bypass_found": "bypass found", "no_bypass_found": "none found", None: "not tested"}
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    note: str = ""
+    numeric: bool = True
+    first: str = "descending"  # the direction of a column's first sort: best first
+
+
+COLUMNS = (
+    Column("rank", "Rank", numeric=True, first="ascending"),
+    Column("guard", "Guard", numeric=False, first="ascending"),
+    Column("balanced_margin", "Balanced margin", "both classes, 0–100"),
+    Column("unsafe_margin", "Unsafe margin", "false allows, 0–100"),
+    Column("safe_margin", "Safe margin", "false blocks, 0–100"),
+    Column("clean_balanced_accuracy", "Clean balanced accuracy", "% on original prompts"),
+)
+FIRST_FIELDS = ("checkpoint", "revision", "backend", "family", "threshold", "params", "search", "seed",
+                "template_sha256", "margin_version", "git_commit")
+
+
+def anchor(kind: str, *parts: str) -> str:
+    """An HTML id (and URL fragment) from ids that may hold any character; distinct ids stay distinct."""
+    return "-".join([kind, *(re.sub(r"[^A-Za-z0-9_]", lambda m: f"-{ord(m.group()):x}-", p) for p in parts)])
+
+
+def num(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def interval(pair: Sequence[float] | None, digits: int = 2, scale: float = 1.0) -> str:
+    return "" if pair is None else f"[{pair[0] * scale:.{digits}f}, {pair[1] * scale:.{digits}f}]"
+
+
+def percent(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def plain(value: Any) -> str:
+    """A provenance value as one line of text."""
+    if value is None or value == "" or value == [] or value == {}:
+        return "—"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={plain(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join("=".join(map(plain, v)) if isinstance(v, list | tuple) else plain(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def name_of(entity: Mapping[str, Any]) -> str:
+    """A pairings guard's or model's display name: its name, else its id."""
+    return str(entity.get("name") or entity["id"])
+
+
+# ---- leaderboard ----------------------------------------------------------------------------
+
+class _Optional:
+    """The optional parts of a figures record (intervals, per-class accuracy), read safely."""
+
+    figures: Mapping[str, Any]
+
+    def ci(self, name: str) -> list[float] | None:
+        return (self.figures.get("confidence_intervals") or {}).get(name)
+
+    def accuracy(self, label: str) -> float | None:
+        return (self.figures.get("clean_accuracy") or {}).get(label)
+
+
+@dataclass(frozen=True)
+class SliceRow(_Optional):
+    value: str
+    figures: Mapping[str, Any]
+
+    @property
+    def counts(self) -> str:
+        scored = (self.figures.get("coverage") or {}).get("scored") or {}
+        return " / ".join(str(scored.get(label, 0)) for label in ("unsafe", "safe"))
+
+
+@dataclass(frozen=True)
+class GuardView(_Optional):
+    record: Mapping[str, Any]
+    anchor: str
+    curves: Markup
+    slices: list[tuple[str, list[SliceRow]]]
+    provenance: list[tuple[str, str]]
+    template: str
+    pairs: list[Mapping[str, Any]] = field(default_factory=list)
+
+    @property
+    def figures(self) -> Mapping[str, Any]:  # type: ignore[override]
+        return self.record
+
+    def sort_value(self, key: str) -> str:
+        if key == "guard":
+            return str(self.record["id"]).casefold()
+        value = self.record.get(key)
+        return "" if value is None else repr(float(value))
+
+
+def provenance_items(evaluation: Mapping[str, Any]) -> list[tuple[str, str]]:
+    keys = [k for k in FIRST_FIELDS if k in evaluation]
+    keys += [k for k in evaluation if k not in keys and k not in ("caveats", "template")]
+    return [(k.replace("_", " "), plain(evaluation[k])) for k in keys]
+
+
+def guard_view(record: Mapping[str, Any], budget: float, pairs: list[Mapping[str, Any]]) -> GuardView:
+    ident = anchor("guard", str(record["id"]))
+    svg = curves_svg(record["curves"], budget, ident=f"{ident}-curves",
+                     title=f"Robust accuracy of {record['id']} against the cost budget",
+                     margins={"unsafe": record.get("unsafe_margin"), "safe": record.get("safe_margin")})
+    slices = [(dimension, [SliceRow(value, figures) for value, figures in values.items()])
+              for dimension, values in (record.get("slices") or {}).items()]
+    template = record["evaluation"].get("template")
+    return GuardView(record, ident, Markup(svg), slices, provenance_items(record["evaluation"]),
+                     template if isinstance(template, str) else plain(template), pairs)
+
+
+def names_of(pairings: Snapshot | None) -> dict[str, str]:
+    if pairings is None:
+        return {}
+    meta = pairings.body["meta"]
+    return {e["id"]: e.get("name") or e["id"] for e in [*meta["guards"], *meta["models"]]}
+
+
+# ---- pairings ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cell:
+    guard: Mapping[str, Any]
+    model: Mapping[str, Any]
+    pair: Mapping[str, Any] | None
+
+    @property
+    def status(self) -> str | None:
+        return None if self.pair is None else str(self.pair["status"])
+
+    @property
+    def anchor(self) -> str:
+        return anchor("pair", str(self.guard["id"]), str(self.model["id"]))
+
+    @property
+    def short(self) -> str:
+        if self.pair is None:
+            return "–"
+        return f"{self.pair['qualifying_transformations']}/{self.pair['transformations_tested']}"
+
+    @property
+    def label(self) -> str:
+        head = f"{name_of(self.guard)} × {name_of(self.model)}: "
+        if self.pair is None:
+            return head + "not tested"
+        return (head + STATUS_TEXT[self.status] + f", {self.pair['qualifying_transformations']} of "
+                f"{self.pair['transformations_tested']} tested transformations qualify")
+
+
+def matrix(pairings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], list[Cell]]]]:
+    """(columns: models in ladder order, rows: each guard with one cell per model)."""
+    models = model_order(pairings["meta"]["models"])
+    pairs = {(d["guard_id"], d["model_id"]): d for d in pairings["data"]}
+    rows = [(g, [Cell(g, m, pairs.get((g["id"], m["id"]))) for m in models]) for g in pairings["meta"]["guards"]]
+    return models, rows
+
+
+def thresholds(pairings: Mapping[str, Any]) -> dict[str, float]:
+    """The study's thresholds, DESIGN.md's defaults filling any it leaves out (as validation reads them)."""
+    return Thresholds.model_validate(pairings["meta"]["thresholds"]).model_dump()
+
+
+def ladder_points(pairings: Mapping[str, Any]) -> tuple[list[LadderPoint], list[Mapping[str, Any]]]:
+    """(placed points, tested models lacking a weight size or capability index)."""
+    placed, unplaced = [], []
+    for model in model_order(pairings["meta"]["models"]):
+        tested = [d for d in pairings["data"] if d["model_id"] == model["id"]]
+        if not tested:
+            continue
+        size, index = model.get("parameters_b"), model.get("capability_index")
+        if size is None or index is None or size <= 0:
+            unplaced.append(model)
+            continue
+        placed.append(LadderPoint(str(model["id"]), name_of(model), float(size), float(index),
+                                  sum(d["status"] == "bypass_found" for d in tested), len(tested)))
+    return placed, unplaced
+
+
+# ---- rendering --------------------------------------------------------------------------------
+
+def environment() -> Environment:
+    env = Environment(loader=PackageLoader("margin.site", "templates"), autoescape=select_autoescape(["html"]),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(num=num, interval=interval, percent=percent, plain=plain)
+    env.globals.update(anchor=anchor, name_of=name_of, STATUS_TEXT=STATUS_TEXT, API=API,
+                       margin_version=margin_version())
+    return env
+
+
+@dataclass(frozen=True)
+class Pages:
+    """Renders every page of one site; `inputs` says which snapshots are current."""
+
+    inputs: SiteInputs
+    env: Environment = field(default_factory=environment)
+
+    def _render(self, template: str, **context: Any) -> str:
+        nav = {"guardrails": self.inputs.current("guardrails") is not None,
+               "pairings": self.inputs.current("pairings") is not None}
+        return self.env.get_template(template).render(nav=nav, **context)
+
+    def _archive_note(self, snap: Snapshot, page: str) -> dict[str, Any]:
+        current = self.inputs.current(snap.kind)
+        return {"active": snap.kind if page == "current" else "archive", "snap": snap, "permanent": page != "current",
+                "is_current": current is not None and current.name == snap.name,
+                "current_page": {"guardrails": "index.html", "pairings": "pairings.html"}[snap.kind]}
+
+    def leaderboard(self, snap: Snapshot, page: str = "current") -> str:
+        body = snap.body
+        pairings = self.inputs.current("pairings")
+        tested = pairings.body["data"] if pairings else []
+        guards = [guard_view(r, float(body["meta"]["provenance"]["budget"]),
+                             [d for d in tested if d["guard_id"] == r["id"]]) for r in body["data"]]
+        return self._render("leaderboard.html", meta=body["meta"], guards=guards, columns=COLUMNS,
+                            names=names_of(pairings), **self._archive_note(snap, page))
+
+    def pairings(self, snap: Snapshot, page: str = "current") -> str:
+        body = snap.body
+        models, rows = matrix(body)
+        placed, unplaced = ladder_points(body)
+        ladder = Markup(ladder_svg(placed)) if placed else None
+        return self._render("pairings.html", meta=body["meta"], thresholds=thresholds(body), models=models,
+                            rows=rows, ladder=ladder,
+                            points=placed, unplaced=unplaced, **self._archive_note(snap, page))
+
+    def methodology(self) -> str:
+        leaderboard, pairings = self.inputs.current("guardrails"), self.inputs.current("pairings")
+        return self._render("methodology.html", active="methodology",
+                            leaderboard=leaderboard.body["meta"] if leaderboard else None,
+                            pairings=pairings.body["meta"] if pairings else None,
+                            thresholds=thresholds(pairings.body) if pairings else None)
+
+    def archive(self) -> str:
+        return self._render("archive.html", active="archive", inputs=self.inputs,
+                            current={k: (c.name if (c := self.inputs.current(k)) else None)
+                                     for k in ("guardrails", "pairings")})
