@@ -32,13 +32,12 @@ from margin.guards.make import parse_guard_spec
 from margin.guards.spec import GuardSpec
 from margin.records import read_jsonl
 from margin.search.run import PreparedRun, RunConfig, RunOutcome, execute, prepare
-from margin.types import SearchResult
+from margin.types import Candidate, SearchResult
 
 SHARED_XSTEST = Path(__file__).resolve().parents[2] / "shared" / "data" / "xstest" / "xstest_prompts.csv"
 
 
-def lower_bound(prepared: PreparedRun, result: SearchResult) -> int:
-    candidates = prepared.candidates[result.prompt_id]
+def lower_bound(candidates: list[Candidate], result: SearchResult) -> int:
     if result.flip_cost == 0:
         return 1
     if result.flip is None:  # never flipped within the suite
@@ -46,10 +45,9 @@ def lower_bound(prepared: PreparedRun, result: SearchResult) -> int:
     return 1 + sum(1 for c in candidates if c.cost < result.flip.cost) + 1
 
 
-def one_at_a_time(prepared: PreparedRun, result: SearchResult, verdicts: dict[tuple[Any, ...], str]) -> int:
+def one_at_a_time(candidates: list[Candidate], result: SearchResult, verdicts: dict[tuple[Any, ...], str]) -> int:
     """Calls a search asking one candidate at a time, in cost then suite order, would make: it
     differs from the lower bound only where candidates tie with the flip's cost."""
-    candidates = prepared.candidates[result.prompt_id]
     if result.flip_cost == 0:
         return 1
     if result.flip is None:
@@ -71,10 +69,12 @@ def search_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     prepared, cheap = engine_run(spec, args, "cheapest", work / "cheapest")
     _, full = engine_run(spec, args, "exhaustive", work / "exhaustive")
     scored = [r for r in cheap.results if r.status == "scored"]
-    bound = sum(lower_bound(prepared, r) for r in scored)
+    by_id = {p.id: p for p in prepared.prompts}
+    candidates = {r.prompt_id: prepared.candidates(by_id[r.prompt_id]).all() for r in scored}
+    bound = sum(lower_bound(candidates[r.prompt_id], r) for r in scored)
     seen = {(r["prompt_id"], r["transform"], r["strength"]): r["verdict"]
             for r in read_jsonl(work / "cheapest" / "receipts.jsonl") if r["kind"] == "call" and r["verdict"]}
-    serial = sum(one_at_a_time(prepared, r, seen) for r in scored)
+    serial = sum(one_at_a_time(candidates[r.prompt_id], r, seen) for r in scored)
     calls = sum(r.guard_calls for r in scored)
     same = [(r.prompt_id, r.flip_cost) for r in cheap.results] == [(r.prompt_id, r.flip_cost) for r in full.results]
     f = cheap.figures

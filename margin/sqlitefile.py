@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
+
+#: Keys per `IN (...)` query: well under sqlite's limit on bound parameters.
+CHUNK = 500
 
 
 def open_shared(path: Path, schema: str) -> sqlite3.Connection:
@@ -15,3 +20,10 @@ def open_shared(path: Path, schema: str) -> sqlite3.Connection:
     db.execute(schema)
     db.commit()
     return db
+
+
+def rows_for_keys(db: sqlite3.Connection, select: str, keys: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
+    """The rows of `select` (ending `WHERE key IN`) for `keys`, a few hundred keys a query."""
+    for start in range(0, len(keys), CHUNK):
+        chunk = keys[start:start + CHUNK]
+        yield from db.execute(f"{select} ({','.join('?' * len(chunk))})", chunk)

@@ -74,9 +74,9 @@ class Verdict:
         return self.label != truth
 
 
-@dataclass(frozen=True, slots=True)
-class GuardCall:
-    """One attempt to get a verdict for one candidate. `verdict is None` means no output."""
+class GuardCall(NamedTuple):
+    """One attempt to get a verdict for one candidate. `verdict is None` means no output.
+    (A named tuple, like Candidate: one is made for every receipt line.)"""
 
     candidate: Candidate
     verdict: Verdict | None

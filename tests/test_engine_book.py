@@ -26,8 +26,11 @@ class Store:
         self.items = dict(items or {})
         self.puts: list[tuple[str, Any]] = []
 
-    def get(self, key: str) -> Any:
-        return self.items.get(key)
+        self.lookups: list[list[str]] = []
+
+    def get_many(self, keys: list[str]) -> dict[str, Any]:
+        self.lookups.append(keys)
+        return {k: self.items[k] for k in keys if k in self.items}
 
     def put_many(self, items: Any) -> None:
         self.puts += list(items)
@@ -70,6 +73,37 @@ def test_a_key_is_sent_once_and_later_askers_join_or_read_memory():
     assert book.finished and seen["answers"][-1] == ("fourth", "A")
     assert seen["known"][-1] == ("fourth", "A", "memo")
     assert store.puts == [("a", "A"), ("b", "B")] and book.stats.sent == 2
+
+
+def test_the_store_is_asked_once_for_every_key_asked_since_the_last_look():
+    store = Store({"b": "B", "d": "D"})
+    book, seen, _ = make(store=store)
+    for key in "abcd":
+        book.ask("p", key, f"request {key}", key)
+    book.ask("p", "a", "request a", "a again")  # joins a's job before any look-up
+    assert book.backlog("p") == 4 and not store.lookups
+    tickets = book.take("p", 10)
+    assert store.lookups == [["a", "b", "c", "d"]]  # one query, in the order asked
+    assert [t.key for t in tickets] == ["a", "c"]
+    assert seen["known"] == [("b", "B", "cache"), ("d", "D", "cache")]
+    assert seen["answers"] == [("b", "B"), ("d", "D")]
+    book.deliver([Outcome("a", 1, "A", 0.1), Outcome("c", 1, "C", 0.1)])
+    assert ("a again", "A") in seen["answers"] and book.finished
+    book.ask("p", "b", "request b", "later")  # now remembered: no second look-up
+    assert book.finished and store.lookups == [["a", "b", "c", "d"]]
+
+
+def test_memory_is_bounded_and_a_forgotten_key_is_asked_again():
+    book, seen, _ = make(memory=2)
+    for key in "abcde":
+        book.ask("p", key, key, key)
+        (ticket,) = book.take("p", 10)
+        book.deliver([Outcome(key, 1, key.upper(), 0.0)])
+    assert len(book.memo) <= 2 * 2 and "e" in book.memo and "a" not in book.memo
+    book.ask("p", "e", "e", "again")
+    assert book.finished and seen["known"][-1] == ("again", "E", "memo")
+    book.ask("p", "a", "a", "once more")  # forgotten: sent again
+    assert [t.key for t in book.take("p", 10)] == ["a"]
 
 
 def test_no_output_is_retried_with_jittered_backoff_then_missing():

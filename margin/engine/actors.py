@@ -182,6 +182,10 @@ class ActorPool(Pool):
     def inflight(self) -> int:
         return sum(len(slot.inflight) + (slot.ping is not None) for slot in self.slots)
 
+    @property
+    def appetite(self) -> int:
+        return self.replicas * self.calls_per_actor * max(1, self.figures.capacity)
+
     def dispatch(self, book: Book, now: float) -> None:
         if not self.started:
             if not book.queued(self.name):

@@ -3,9 +3,10 @@
 A request is a key (what decides its output: a guard's text, a model's messages), the
 request itself, the pool that serves it and the owners waiting for it. The book
 
-- sends each key at most once per run: a second ask joins the call queued or in flight,
-  or is answered from this run's memory, a killed run's receipts (resume) or the persistent
-  cache, without a call;
+- sends each key once: a second ask joins the call queued or in flight, or is answered
+  without a call from its memory of recent answers (bounded, so it does not grow with the
+  run), a killed run's receipts (resume) or the persistent cache (looked up in bulk: one
+  query for all the keys asked since the last look);
 - hands requests to pools (`take`), counting attempts, and takes their outcomes back
   (`deliver`): an outcome without output is retried after a jittered exponential backoff
   that honours Retry-After, until the pool's attempt limit, then the key is missing and its
@@ -55,7 +56,7 @@ class Outcome(NamedTuple):
 class Store(Protocol):
     """Completed outputs kept across runs (sqlite caches)."""
 
-    def get(self, key: Any) -> Any: ...
+    def get_many(self, keys: list[Any]) -> dict[Any, Any]: ...  # the keys it holds
     def put_many(self, items: Iterable[tuple[Any, Any]]) -> None: ...
 
 
@@ -108,6 +109,42 @@ def _nothing(*_: Any) -> None:
     return None
 
 
+_ABSENT = object()
+
+
+class Recent:
+    """The latest answers, about `size` to twice `size` of them: when the young generation
+    fills it becomes the old one and the old one is dropped (O(1), no per-entry order)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self.young: dict[Hashable, Any] = {}
+        self.old: dict[Hashable, Any] = {}
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        found = self.young.get(key, _ABSENT)
+        if found is _ABSENT:
+            found = self.old.get(key, _ABSENT)
+        return default if found is _ABSENT else found
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self.young or key in self.old
+
+    def __getitem__(self, key: Hashable) -> Any:
+        found = self.get(key, _ABSENT)
+        if found is _ABSENT:
+            raise KeyError(key)
+        return found
+
+    def __setitem__(self, key: Hashable, value: Any) -> None:
+        self.young[key] = value
+        if len(self.young) >= self.size:
+            self.old, self.young = self.young, {}
+
+    def __len__(self) -> int:
+        return len(self.young) + len(self.old)
+
+
 class Book:
     def __init__(
         self,
@@ -120,9 +157,13 @@ class Book:
         store: Store | None = None,
         replay: Replay | None = None,
         refill: Callable[[], None] | None = None,
+        delivered: Callable[[], None] = _nothing,
         clock: Callable[[], float] = time.monotonic,
         seed: int = 0,
+        memory: int = 1 << 16,
     ) -> None:
+        """`delivered` runs after each batch of outcomes is recorded (writers flush there);
+        `memory`: answers remembered for asks that come later (twice as many at most)."""
         limits = max_attempts.values() if isinstance(max_attempts, dict) else [max_attempts]
         if any(n < 1 for n in limits):
             raise ValueError("max_attempts must be at least 1")
@@ -134,13 +175,15 @@ class Book:
         self.store = store
         self.replay = replay
         self.refill = refill
+        self.delivered = delivered
         self.clock = clock
         self.rng = random.Random(seed)  # jitter only: it changes when, never what
         self.stats = BookStats()
         self.jobs: dict[Hashable, Job] = {}  # queued, backing off or in flight
         self.fresh: dict[str, deque[Job]] = {}
         self.waiting: list[tuple[float, int, Job]] = []  # backing off: (due, tiebreak, job)
-        self.memo: dict[Hashable, Any] = {}  # this run's answers (None: missing after every attempt)
+        self.memo = Recent(memory)  # recent answers (None: missing after every attempt)
+        self.unchecked: dict[Hashable, Job] = {}  # asked for, not yet looked up in the store
         self.pending: deque[tuple[Any, Any]] = deque()  # answered without a call, owners not yet told
         self.sealed: set[str] = set()  # pools that will be asked nothing new
         self._to_store: list[tuple[Any, Any]] = []
@@ -156,9 +199,7 @@ class Book:
             return
         found, output, origin = self._known(key)
         if found:
-            self.stats.known[origin] = self.stats.known.get(origin, 0) + 1
-            self.record_known(owner, output, origin)
-            self.pending.append((owner, output))
+            self._tell(owner, output, origin)
             return
         limit = self._limit(pool)
         job = Job(pool, key, request, [owner], limit)
@@ -166,18 +207,23 @@ class Book:
             # Continue the killed run's attempts; a key it gave up on gets a fresh set.
             job.attempts = failed
             job.limit = failed + limit if failed >= limit else limit
-        self.jobs[key] = job
-        self._queue(pool).append(job)
+        self.jobs[key] = job  # later asks join it, looked up or not
+        if self.store is not None:
+            self.unchecked[key] = job
+        else:
+            self._queue(pool).append(job)
 
     def seal(self, pool: str) -> None:
         self.sealed.add(pool)
 
     def pump(self) -> None:
-        """Tell owners answered without a call, and let the refill hook ask for more, until
-        neither has anything left to do."""
+        """Let the refill hook ask for more, look the new keys up in the store, and tell
+        owners answered without a call, until nothing is left to do."""
         while True:
             if self.refill is not None:
                 self.refill()
+            if self.unchecked:
+                self._look_up()
             if not self.pending:
                 return
             while self.pending:
@@ -237,6 +283,7 @@ class Book:
         if self.store is not None and self._to_store:
             self.store.put_many(self._to_store)
         self._to_store = []
+        self.delivered()
 
     # -- state ---------------------------------------------------------------------------
 
@@ -249,6 +296,11 @@ class Book:
         self.pump()
         self._wake(self.clock())
         return len(self.fresh.get(pool, ()))
+
+    def backlog(self, pool: str) -> int:
+        """Requests for `pool` waiting to be sent or looked up, without pumping (for the
+        refill hook, which pumping calls)."""
+        return len(self.fresh.get(pool, ())) + len(self.unchecked)
 
     def busy(self, pool: str) -> bool:
         """Whether `pool` has requests queued, backing off or in flight."""
@@ -278,15 +330,36 @@ class Book:
             self._queue(job.pool).appendleft(job)
 
     def _known(self, key: Hashable) -> tuple[bool, Any, Origin]:
-        if key in self.memo:
-            return True, self.memo[key], "memo"
+        output = self.memo.young.get(key, _ABSENT)  # Recent.get, inline: every ask comes here
+        if output is _ABSENT:
+            output = self.memo.old.get(key, _ABSENT)
+        if output is not _ABSENT:
+            return True, output, "memo"
         if self.replay is not None and (output := self.replay.output(key)) is not None:
             self.memo[key] = output
             return True, output, "replay"
-        if self.store is not None and (output := self.store.get(key)) is not None:
-            self.memo[key] = output
-            return True, output, "cache"
         return False, None, "memo"
+
+    def _tell(self, owner: Any, output: Any, origin: Origin) -> None:
+        self.stats.known[origin] = self.stats.known.get(origin, 0) + 1
+        self.record_known(owner, output, origin)
+        self.pending.append((owner, output))
+
+    def _look_up(self) -> None:
+        """One store query for every key asked since the last: hits are answered, the rest
+        queued for their pools in the order they were asked."""
+        assert self.store is not None
+        unchecked, self.unchecked = self.unchecked, {}
+        found = self.store.get_many(list(unchecked))
+        for key, job in unchecked.items():
+            output = found.get(key)
+            if output is None:
+                self._queue(job.pool).append(job)
+                continue
+            del self.jobs[key]
+            self.memo[key] = output
+            for owner in job.owners:
+                self._tell(owner, output, "cache")
 
     def _failed(self, job: Job, outcome: Outcome) -> None:
         if job.inflight:

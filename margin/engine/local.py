@@ -22,6 +22,7 @@ class LocalPool(Pool):
         self.owns = owns
         self.caller: BatchCaller | None = None
         self.max_batch_size = max_batch_size
+        self.figures.capacity = max(1, max_batch_size)  # until the model says it takes fewer
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"margin-{name}")
         self.running: tuple[list[Ticket], Future[CallResult]] | None = None
 

@@ -86,6 +86,12 @@ class Pool(ABC):
     def inflight(self) -> int:
         """Calls running now."""
 
+    @property
+    def appetite(self) -> int:
+        """Requests one round of calls takes: a driver keeps this many waiting, so that no
+        call goes out short while there is work."""
+        return max(1, self.figures.capacity)
+
     def tick(self, book: Book, now: float) -> None:  # noqa: B027 (optional hook)
         """Act on time: hung calls, hedges, restarts."""
 

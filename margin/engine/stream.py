@@ -64,6 +64,10 @@ class StreamPool(Pool):
     def inflight(self) -> int:
         return len(self.requests)
 
+    @property
+    def appetite(self) -> int:
+        return self.limits.max_concurrency * max(1, self.caller.request_size)
+
     def dispatch(self, book: Book, now: float) -> None:
         if self.rate is None:
             self.rate = RateLimit(self.limits.requests_per_second, now)

@@ -35,6 +35,7 @@ from typing import Any
 
 from margin.cost import CostModel, edit_distance
 from margin.search.approx import word_placements
+from margin.search.candidates import Candidates
 from margin.search.edits import (
     ADAPTIVE,
     Op,
@@ -136,7 +137,8 @@ def dense_ops(text: str, name: str, words: Sequence[int]) -> list[Op]:
 
 
 class AdaptiveSearch(PromptSearch):
-    def __init__(self, prompt: Prompt, original: Candidate, candidates: list[Candidate], budget: float, *,
+    def __init__(self, prompt: Prompt, original: Candidate, candidates: Sequence[Candidate] | Candidates,
+                 budget: float, *,
                  cost_model: CostModel, seed: int = 0, max_calls: int = DEFAULT_MAX_CALLS,
                  incumbent: Flip | None = None, families: Sequence[str] | None = None,
                  prior: bool = True) -> None:

@@ -1,23 +1,38 @@
 """Candidate building: every suite transform and strength applied to one prompt, costed.
 
-Pure and cheap: no guard is involved. Texts equal to the original are dropped, duplicates
-keep their first occurrence, candidates over budget are dropped, and the rest are sorted
-by cost, then suite order.
+Pure: no guard is involved. Texts equal to the original are dropped, duplicates keep their
+first occurrence, candidates over budget are dropped, and the rest are sorted by cost, then
+suite order.
 
-Built in bulk per prompt: each transform makes all its strengths' texts in one pass
-(`Transform.apply_many`) and rapidfuzz measures every distance in one call.
+A `Ladder` builds them only as far as a search reads them. Every strength of the suite gets
+a lower bound on its cost before anything is built: a candidate that changes the text costs
+at least one code point, and k edits of an additive transform cost exactly the sum of k
+edits of at least one code point each (`margin.transforms.base`), so at least k. The ladder
+builds strengths in the order of their bounds and hands out a candidate only once every
+strength that could cost as little is built; so its candidates, in order, are exactly the
+sorted list above, and a `cheapest` search that flips at one edit never builds the edits
+that cost more. Each transform's work on the prompt (`Edits`: where edits go, their orders,
+what each writes) is made once and shared by its strengths.
 """
 
 from __future__ import annotations
 
-from rapidfuzz import process
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
 from rapidfuzz.distance import Levenshtein
 
 from margin.cost import CostModel
+from margin.transforms.base import Edits, EditTransform, Transform
 from margin.transforms.registry import get_transform
 from margin.transforms.suites import EACH_WORD, Suite
 from margin.transforms.words import word_spans
 from margin.types import Candidate, Prompt
+
+_candidate = tuple.__new__  # Candidate(...) without the named tuple's Python-level __new__
 
 
 def expand_strengths(strengths: tuple[str, ...], text: str) -> list[str]:
@@ -30,33 +45,127 @@ def expand_strengths(strengths: tuple[str, ...], text: str) -> list[str]:
     return out
 
 
+class Candidates(Protocol):
+    """A prompt's candidates in cost then suite order, as far as they are built."""
+
+    @property
+    def built(self) -> list[Candidate]: ...
+
+    def reach(self, n: int) -> bool:
+        """Build until there are at least `n` candidates; False when there are fewer."""
+        ...
+
+    def all(self) -> list[Candidate]: ...
+
+
+class Fixed:
+    """Candidates given as a list (already sorted)."""
+
+    def __init__(self, candidates: Sequence[Candidate]) -> None:
+        self.built = list(candidates)
+
+    def reach(self, n: int) -> bool:
+        return n <= len(self.built)
+
+    def all(self) -> list[Candidate]:
+        return self.built
+
+
+@dataclass(slots=True)
+class _Group:
+    """Strengths of one transform that share a lower bound on their cost."""
+
+    bound: float
+    transform: Transform
+    edits: Edits | None  # additive edit transforms: their work on the prompt
+    strengths: list[str]
+    order: list[int]  # each strength's place in the suite
+
+
+class Ladder:
+    def __init__(self, prompt: Prompt, suite: Suite, cost_model: CostModel, budget: float, seed: int) -> None:
+        self.prompt = prompt
+        self.seed = seed
+        self.budget = budget
+        self.denominator = cost_model.denominator(prompt.text)
+        text = prompt.text
+        groups: list[_Group] = []
+        place = 0
+        words = [f"@{i}" for i in range(len(word_spans(text)))]
+        for entry in suite.entries:
+            transform = get_transform(entry.transform)
+            strengths = [w for s in entry.strengths for w in (words if s == EACH_WORD else (s,))]
+            if isinstance(transform, EditTransform) and transform.additive:
+                edits = transform.edits(text, seed)
+                by_edits: dict[int, _Group] = {}
+                for strength in strengths:
+                    k = 1 if strength[0] == "@" else max(1, edits.count(strength))  # "@i": one edit
+                    group = by_edits.get(k)
+                    if group is None:
+                        group = by_edits[k] = _Group(self._bound(k), transform, edits, [], [])
+                        groups.append(group)
+                    group.strengths.append(strength)
+                    group.order.append(place)
+                    place += 1
+            else:  # any text that differs costs at least one code point
+                groups.append(_Group(self._bound(1), transform, None, strengths, list(range(place, place + len(strengths)))))
+                place += len(strengths)
+        groups.sort(key=lambda g: g.bound)  # stable: suite order within a bound
+        self._groups = groups
+        self._next = 0  # groups[:_next] are built
+        self._heap: list[tuple[float, int, str, str, str]] = []  # built, not yet handed out
+        self._seen = {text}
+        self.built: list[Candidate] = []
+
+    def _bound(self, code_points: int) -> float:
+        return code_points * 100.0 / self.denominator  # CostModel.cost's arithmetic, so bounds compare exactly
+
+    def reach(self, n: int) -> bool:
+        built, heap, groups = self.built, self._heap, self._groups
+        while len(built) < n:
+            # Build every group that could hold a candidate as cheap as the cheapest built
+            # one (ties too: an earlier suite place wins them).
+            while self._next < len(groups) and groups[self._next].bound <= self.budget and (
+                    not heap or groups[self._next].bound <= heap[0][0]):
+                self._build(groups[self._next])
+                self._next += 1
+            if not heap:
+                return False
+            cost, _, text, name, strength = heapq.heappop(heap)
+            if text in self._seen:
+                continue  # a duplicate: the same text, so the same cost, came earlier in the suite
+            self._seen.add(text)
+            built.append(_candidate(Candidate, (self.prompt.id, name, strength, self.seed, text, cost)))
+        return True
+
+    def all(self) -> list[Candidate]:
+        self.reach(math.inf)  # type: ignore[arg-type]
+        return self.built
+
+    def _build(self, group: _Group) -> None:
+        original = self.prompt.text
+        if group.edits is not None:
+            texts = group.edits.texts(group.strengths)
+        else:
+            texts = group.transform.apply_many(original, group.strengths, self.seed)
+        for text, strength, place in zip(texts, group.strengths, group.order, strict=True):
+            distance = Levenshtein.distance(original, text)
+            if not distance:
+                continue  # the original itself
+            cost = distance * 100.0 / self.denominator
+            if cost > self.budget:
+                continue
+            if cost < group.bound:  # the bound is what lets the ladder skip: never let it be wrong
+                raise RuntimeError(f"{group.transform.name} {strength} costs {cost} on prompt {self.prompt.id!r}, "
+                                   f"below its bound {group.bound}: is the transform additive?")
+            heapq.heappush(self._heap, (cost, place, text, group.transform.name, strength))
+
+
 def build_candidates(
     prompt: Prompt, suite: Suite, cost_model: CostModel, budget: float, seed: int
 ) -> list[Candidate]:
-    original = prompt.text
-    names: list[str] = []
-    strengths: list[str] = []
-    texts: list[str] = []
-    for entry in suite.entries:
-        expanded = expand_strengths(entry.strengths, original)
-        texts.extend(get_transform(entry.transform).apply_many(original, expanded, seed))
-        names.extend([entry.transform] * len(expanded))
-        strengths.extend(expanded)
-    if not texts:
-        return []
-    distances = process.cdist([original], texts, scorer=Levenshtein.distance, workers=1)[0].tolist()
-    denominator = cost_model.denominator(original)
-    seen = {original}
-    kept: list[tuple[float, int]] = []
-    for index, (text, distance) in enumerate(zip(texts, distances, strict=True)):
-        if text in seen:
-            continue
-        seen.add(text)
-        cost = distance * 100.0 / denominator  # exactly CostModel.cost's arithmetic
-        if cost <= budget:
-            kept.append((cost, index))
-    kept.sort()  # by cost, then suite order
-    return [Candidate(prompt.id, names[i], strengths[i], seed, texts[i], cost) for cost, i in kept]
+    """Every candidate of `prompt`, sorted."""
+    return Ladder(prompt, suite, cost_model, budget, seed).all()
 
 
 def original_candidate(prompt: Prompt, seed: int) -> Candidate:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from margin.search.adaptive import AdaptiveSearch
+from margin.search.candidates import Candidates
 from margin.search.strategies import CheapestSearch, ExhaustiveSearch, PromptSearch
 from margin.types import Candidate, Prompt
 
 STRATEGIES = ("cheapest", "exhaustive", "adaptive")
 
 
-def make_search(strategy: str, prompt: Prompt, original: Candidate, candidates: list[Candidate],
+def make_search(strategy: str, prompt: Prompt, original: Candidate, candidates: Sequence[Candidate] | Candidates,
                 budget: float, **options: Any) -> PromptSearch:
     """`options` are the adaptive search's (cost_model, seed, max_calls, incumbent)."""
     if strategy == "adaptive":

@@ -184,11 +184,11 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
     prepared = prepare_inputs(config_for(manifest, options, guard.id))
     check_identity(prepared, manifest, run_dirs[0] / "run.json" if run_dirs else None)
 
-    searches = prepared.searches()
+    searches = list(prepared.searches())
     source = ReplaySource(recorded.by_key)
     results = source.run(searches)
     # A result's guard_calls is what the run asked the guard about for that prompt, as recorded.
-    keys_by_prompt = {s.prompt.id: [candidate_key(c) for c in (s.original, *s.candidates)] for s in searches}
+    keys_by_prompt = {s.prompt.id: [candidate_key(c) for c in (s.original, *s.all_candidates())] for s in searches}
     if prepared.config.search == "adaptive":
         # Adaptive searches make their candidates as they go: what they asked for is their set.
         for key in sorted(source.asked, key=repr):
@@ -196,7 +196,7 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
                 keys_by_prompt.setdefault(key[0], []).append(key)
     results = [replace(r, guard_calls=sum(k in recorded.by_key for k in keys_by_prompt[r.prompt_id]))
                for r in results]
-    observations = [observe(s.prompt, s.original, s.candidates, source) for s in searches]
+    observations = [observe(s.prompt, s.original, s.all_candidates(), source) for s in searches]
     snapshot, entry = run_snapshot(prepared, guard, results)
     all_keys = [k for ks in keys_by_prompt.values() for k in ks]
     rescored = Rescored(prepared, guard, results, snapshot, entry, observations, recorded,

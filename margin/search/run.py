@@ -1,16 +1,17 @@
 """A whole run: dataset + suite + guard -> receipts, results, snapshot and curves.
 
-`prepare` validates every input and builds every candidate without writing anything, loading
-a model or calling the guard; `execute` runs the searches (on Ray guard actors by default,
-or in this process) and its driver is the only writer of the run folder; `finish` writes
-results, snapshot and curves for finished searches.
+`prepare` validates every input without writing anything, loading a model or calling the
+guard; `execute` runs the searches (on Ray guard actors by default, or in this process) and
+its driver is the only writer of the run folder; `finish` writes results, snapshot and
+curves for finished searches. A prompt's candidates are built when its search starts and
+dropped when it ends, so a run's memory does not grow with its dataset.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from margin.records import (
 )
 from margin.search.adaptive import DEFAULT_MAX_CALLS
 from margin.search.cache import VerdictCache, default_cache_path
-from margin.search.candidates import build_candidates, original_candidate
+from margin.search.candidates import Ladder, original_candidate
 from margin.search.driver import Replay
 from margin.search.incumbents import load_incumbents
 from margin.search.make import STRATEGIES, make_search
@@ -108,18 +109,25 @@ class PreparedRun:
     suite: Suite
     cost_model: CostModel
     prompts: tuple[Prompt, ...]
-    candidates: dict[str, list[Candidate]]
     spec: GuardSpec | None = None  # None only for `margin score` replays, which run no guard
     info: GuardInfo | None = None
     guard: Guard | None = None  # an instance a library user passed in: used instead of the spec
     incumbents: dict[str, Flip] = field(default_factory=dict)
 
-    def searches(self) -> list[PromptSearch]:
-        return [
-            make_search(self.config.search, p, original_candidate(p, self.config.seed),
-                        self.candidates[p.id], self.config.budget, **self.search_options(p))
-            for p in self.prompts
-        ]
+    def candidates(self, prompt: Prompt) -> Ladder:
+        """The prompt's candidates, built as far as they are read."""
+        c = self.config
+        return Ladder(prompt, self.suite, self.cost_model, c.budget, c.seed)
+
+    def search(self, prompt: Prompt) -> PromptSearch:
+        c = self.config
+        candidates: Ladder | list[Candidate] = [] if c.search == "adaptive" else self.candidates(prompt)  # adaptive makes its own
+        return make_search(c.search, prompt, original_candidate(prompt, c.seed), candidates, c.budget,
+                           **self.search_options(prompt))
+
+    def searches(self) -> Iterator[PromptSearch]:
+        """One search per prompt, each made when it is asked for (a driver starts a few at a time)."""
+        return (self.search(p) for p in self.prompts)
 
     def search_options(self, prompt: Prompt) -> dict[str, Any]:
         if self.config.search != "adaptive":
@@ -193,8 +201,7 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
 
 
 def prepare_inputs(config: RunConfig) -> PreparedRun:
-    """Validate the inputs and build every candidate; no guard is involved (`margin score`
-    replays through this)."""
+    """Validate the inputs; no guard is involved (`margin score` replays through this)."""
     if config.budget <= 0:
         raise InputError("must be positive", field="--budget")
     if config.search not in STRATEGIES:
@@ -219,11 +226,7 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
     cost_model = CostModel.for_corpus(dataset.texts, config.cost_norm)
     prompts = dataset.prompts[: config.limit] if config.limit else dataset.prompts
     prompts = select_shard(prompts, config.shard)
-    candidates = {  # adaptive search makes its own
-        p.id: [] if config.search == "adaptive" else build_candidates(p, suite, cost_model, config.budget, config.seed)
-        for p in prompts
-    }
-    return PreparedRun(config, dataset, suite, cost_model, prompts, candidates)
+    return PreparedRun(config, dataset, suite, cost_model, prompts)
 
 
 def default_out_dir(guard_id: str) -> Path:
@@ -303,8 +306,8 @@ def execute(
                     writer.result(result)
                 on_result(result)
 
-            driver = session.search(prepared.searches(), cache=cache, replay=replay, on_call=record_call,
-                                    on_result=record_result)
+            driver = session.search(prepared.searches(), total=len(prepared.prompts), cache=cache, replay=replay,
+                                    on_call=record_call, on_result=record_result, on_flush=writer.flush)
     finally:
         if receipts is not None:
             receipts.close()

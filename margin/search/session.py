@@ -10,7 +10,7 @@ falls back to the guard file's `backend_options`, then to the engine's defaults)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
@@ -22,7 +22,7 @@ from margin.engine.loop import run_pools
 from margin.engine.pool import Pool
 from margin.guards.base import Guard
 from margin.guards.spec import GuardSpec
-from margin.search.driver import Driver, OnCall, OnResult, Replay, VerdictStore
+from margin.search.driver import Driver, OnCall, OnFlush, OnResult, Replay, VerdictStore
 from margin.search.guard_pool import guard_pool, is_remote, local_pool
 from margin.search.strategies import PromptSearch
 from margin.types import GuardInfo, SearchResult
@@ -142,13 +142,15 @@ class GuardSession:
         disconnect(self._started_ray)
         self._started_ray = False
 
-    def search(self, searches: Sequence[PromptSearch], *, cache: VerdictStore | None = None,
+    def search(self, searches: Iterable[PromptSearch], *, total: int | None = None, cache: VerdictStore | None = None,
                replay: Replay | None = None, on_call: OnCall = lambda _: None,
-               on_result: OnResult = lambda _: None) -> Driver:
-        """Run every search to completion; the driver holds the results and the counts."""
+               on_result: OnResult = lambda _: None, on_flush: OnFlush = lambda: None) -> Driver:
+        """Run every search to completion (started as the guard needs work, `total` of them);
+        the driver holds the results and the counts."""
         assert self.pool is not None and not self._ran, "a session runs one search, inside `with`"
-        self._driver = driver = Driver(searches, max_attempts=self.attempts, retry_wait_s=self.settings.retry_wait_s,
-                                       cache=cache, replay=replay, on_call=on_call, on_result=on_result)
+        self._driver = driver = Driver(searches, total=total, backlog=self.pool.appetite, max_attempts=self.attempts,
+                                       retry_wait_s=self.settings.retry_wait_s, cache=cache, replay=replay,
+                                       on_call=on_call, on_result=on_result, on_flush=on_flush)
         began = time.perf_counter()
         self._ran = True
         run_pools(driver.book, [self.pool])
@@ -166,7 +168,7 @@ class GuardSession:
         f.compute_s += seconds
         # Steady state: enough prompts still searching to fill every call that can be in flight.
         slots = self.pool.replicas * self.pool.calls_per_actor if isinstance(self.pool, ActorPool) else 1
-        if self._driver is not None and self._driver.active >= capacity * slots:
+        if self._driver is not None and self._driver.remaining >= capacity * slots:
             f.steady_batches += 1
             f.steady_texts += texts
         self.on_batch(texts, capacity, seconds)
@@ -188,6 +190,8 @@ def drive(searches: Sequence[PromptSearch], guard: Guard, *, batch_size: int = 6
     """Run every search to completion against a guard instance in this process; results in
     the order of `searches`. (Runs use `margin.search.run`; this is the small form for tests
     and notebooks.)"""
-    driver = Driver(searches, max_attempts=max_attempts, retry_wait_s=0.0, on_call=on_call, **options)
-    run_pools(driver.book, [local_pool(guard, batch_size)])
+    pool = local_pool(guard, batch_size)
+    driver = Driver(searches, max_attempts=max_attempts, retry_wait_s=0.0, on_call=on_call,
+                    backlog=max(pool.appetite, batch_size), **options)
+    run_pools(driver.book, [pool])
     return driver.ordered_results()

@@ -10,23 +10,40 @@ reaches the same results.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import replace
 
+from margin.search.candidates import Candidates, Fixed
 from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
 
 
 class PromptSearch(ABC):
-    """Shared bookkeeping: the original first, then `candidates` sorted by cost."""
+    """Shared bookkeeping: the original first, then the candidates in cost order (a list, or
+    a `Ladder` that builds them only as far as the search reads)."""
 
-    def __init__(self, prompt: Prompt, original: Candidate, candidates: list[Candidate], budget: float):
+    def __init__(self, prompt: Prompt, original: Candidate, candidates: Sequence[Candidate] | Candidates,
+                 budget: float):
         self.prompt = prompt
         self.original = original
-        self.candidates = candidates
+        self.ladder: Candidates = Fixed(candidates) if isinstance(candidates, Sequence) else candidates
         self.budget = budget
         self.verdicts: dict[Candidate, Verdict | None] = {}
         self.requested: set[Candidate] = set()
         self._settled = 0  # candidates[:_settled] hold verdicts that are neither missing nor flips
         self._offered = 0  # candidates[:_offered] have all been requested
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        """The candidates built so far (all of them once the search has needed them all)."""
+        return self.ladder.built
+
+    def all_candidates(self) -> list[Candidate]:
+        return self.ladder.all()
+
+    @property
+    def calls(self) -> int:
+        """Distinct candidates asked for, the original included."""
+        return len(self.requested)
 
     def _take(self, pool: list[Candidate], limit: int) -> list[Candidate]:
         out: list[Candidate] = []
@@ -39,15 +56,14 @@ class PromptSearch(ABC):
         return out
 
     def _take_candidates(self, limit: int) -> list[Candidate]:
-        """`_take(self.candidates, limit)` from a cursor, so that asking in small batches
-        does not rescan the requested prefix (quadratic in the suite size)."""
-        out: list[Candidate] = []
-        while self._offered < len(self.candidates) and len(out) < limit:
-            candidate = self.candidates[self._offered]
-            self._offered += 1
-            if candidate not in self.requested:
-                self.requested.add(candidate)
-                out.append(candidate)
+        """The next `limit` candidates in order, from a cursor (candidates are distinct and
+        never the original, so none was asked for before)."""
+        start = self._offered
+        if not self.ladder.reach(start + limit):
+            limit = len(self.ladder.built) - start
+        out = self.ladder.built[start:start + limit]
+        self._offered = start + len(out)
+        self.requested.update(out)
         return out
 
     def receive(self, candidate: Candidate, verdict: Verdict | None) -> None:
@@ -73,11 +89,12 @@ class PromptSearch(ABC):
         or ('pending', None) when an answer needed to decide has not arrived."""
         # Verdicts are final once received, so the scan resumes where the last one stopped
         # (a full rescan per call is quadratic in the suite size).
-        while self._settled < len(self.candidates):
-            candidate = self.candidates[self._settled]
-            if candidate not in self.verdicts:
+        built, verdicts = self.ladder.built, self.verdicts
+        while self._settled < len(built) or self.ladder.reach(self._settled + 1):
+            candidate = built[self._settled]
+            if candidate not in verdicts:
                 return "pending", None
-            verdict = self.verdicts[candidate]
+            verdict = verdicts[candidate]
             if verdict is None:
                 return "missing", None
             if verdict.is_wrong_for(self.prompt.label):
@@ -92,7 +109,7 @@ class PromptSearch(ABC):
         missing = SearchResult(
             prompt_id=self.prompt.id, label=self.prompt.label, type=self.prompt.type,
             clean_verdict=clean.label if clean else None, flip_cost=None, capped=False, flip=None,
-            guard_calls=len(self.requested), status="missing", extra=self.prompt.extra,
+            guard_calls=self.calls, status="missing", extra=self.prompt.extra,
         )
         if clean is None:
             return missing
@@ -145,4 +162,4 @@ class ExhaustiveSearch(PromptSearch):
 
     @property
     def done(self) -> bool:
-        return len(self.verdicts) == len(self.candidates) + 1
+        return len(self.verdicts) == len(self.ladder.all()) + 1

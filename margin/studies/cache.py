@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from margin.datasets import cache_dir
-from margin.sqlitefile import open_shared
+from margin.sqlitefile import open_shared, rows_for_keys
 from margin.studies.models import Reply
 
 SCHEMA = """
@@ -34,8 +34,11 @@ class ReplyCache:
         self._db = open_shared(path, SCHEMA)
 
     def get(self, key: str) -> Reply | None:
-        row = self._db.execute("SELECT text, truncated FROM replies WHERE key = ?", (key,)).fetchone()
-        return None if row is None else Reply(row[0], bool(row[1]))
+        return self.get_many([key]).get(key)
+
+    def get_many(self, keys: list[str]) -> dict[str, Reply]:
+        rows = rows_for_keys(self._db, "SELECT key, text, truncated FROM replies WHERE key IN", keys)
+        return {key: Reply(text, bool(truncated)) for key, text, truncated in rows}
 
     def put_many(self, items: Iterable[tuple[str, Reply]]) -> None:
         rows = [(key, reply.text, int(reply.truncated)) for key, reply in items]

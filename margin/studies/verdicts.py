@@ -62,7 +62,8 @@ def guard_verdicts(plan: StudyPlan, guard: GuardPlan, folder: Path, *, settings:
     writer = ReceiptWriter(receipts_path, replay.run_id or secrets.token_hex(8), guard.id)
     try:
         with GuardSession(guard.spec, guard.info, settings, on_batch=on_batch) as session:
-            driver = session.search(searches, cache=store, replay=replay, on_call=writer.call)
+            driver = session.search(searches, cache=store, replay=replay, on_call=writer.call,
+                                    on_flush=writer.flush)
     finally:
         writer.close()
         if store is not None:

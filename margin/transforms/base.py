@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from margin.cost import edit_distance
-from margin.transforms.draws import Draws, seeded_order
+from margin.transforms.draws import Draws, first_choices, seeded_order
 from margin.transforms.salience import salient_order
 from margin.transforms.words import word_spans
 from margin.types import TransformInfo, TransformKind
@@ -149,6 +149,11 @@ class EditTransform(Transform):
     def replacement(self, text: str, position: int, rng: Draws) -> str:
         """What replaces `text[span]` for an edit at `position` (text is the original)."""
 
+    def replacements(self, text: str, positions: Sequence[int], seed: int) -> list[str]:
+        """`replacement` at each of `positions` with its draws (a subclass may make them in
+        one pass)."""
+        return [self.replacement(text, p, position_draws(seed, p)) for p in positions]
+
     def span(self, text: str, position: int) -> tuple[int, int]:
         """The code points [position, hi) an edit at `position` replaces: every span starts
         at its position; (p, p) is an insertion."""
@@ -161,113 +166,205 @@ class EditTransform(Transform):
             return start < lo < end
         return start <= lo and hi <= end
 
+    def edits(self, text: str, seed: int) -> Edits:
+        """This transform's work on `text` with `seed`, shared by all its strengths (kept
+        for recent texts; a candidate builder holds its prompt's while it needs them)."""
+        return _edits(self, text, seed)
+
     def chosen(self, text: str, strength: str, seed: int) -> list[int]:
         """The positions edited at `strength`, in the order they were chosen."""
+        return self.edits(text, seed).chosen(strength)
+
+    def order(self, text: str, seed: int, salient: bool) -> tuple[list[int], int]:
+        """Every position strengths take a prefix of, and how many positions are usable
+        (eligible and not overlapping an earlier one: the n of a ``p%`` strength)."""
+        order, usable = self.edits(text, seed).order(salient)
+        return list(order), usable
+
+    def render(self, text: str, positions: Iterable[int], seed: int) -> str:
+        """The text with an edit at each of `positions` (non-overlapping)."""
+        return self.edits(text, seed).render(positions)
+
+    def apply(self, text: str, strength: str, seed: int) -> str:
+        edits = self.edits(text, seed)
+        return edits.render(edits.chosen(strength))
+
+    def apply_many(self, text: str, strengths: Sequence[str], seed: int) -> list[str]:
+        return self.edits(text, seed).texts(strengths)
+
+
+class Edits:
+    """One edit transform's work on one text with one seed: where edits can go, the orders
+    strengths take prefixes of, and what each edit writes (a replacement reads only the
+    original, so it is the same at every strength). Built on demand, once."""
+
+    __slots__ = ("transform", "text", "seed", "positions", "spans", "wide", "made", "_orders", "_per_word", "_span_of")
+
+    def __init__(self, transform: EditTransform, text: str, seed: int) -> None:
+        self.transform = transform
+        self.text = text
+        self.seed = seed
+        self.positions = tuple(transform.eligible(text))
+        self.spans = tuple(transform.span(text, p) for p in self.positions)
+        self.wide = any(hi - lo > 1 for lo, hi in self.spans)  # some edit replaces more than one code point
+        self.made: dict[int, str] = {}  # replacements by position
+        self._orders: dict[bool, tuple[tuple[int, ...], int]] = {}
+        self._per_word: tuple[tuple[int, ...], ...] | None = None
+        self._span_of: dict[int, tuple[int, int]] | None = None
+
+    def order(self, salient: bool) -> tuple[tuple[int, ...], int]:
+        found = self._orders.get(salient)
+        if found is None:
+            ordered = _placed_order(self.text, self.seed, salient, self.positions, self.spans)
+            kept = ordered if self.transform.additive else self._never_cheaper(ordered)
+            found = self._orders[salient] = (kept, len(ordered))
+        return found
+
+    def per_word(self) -> tuple[tuple[int, ...], ...]:
+        """For each word of the text, the eligible positions whose edit lands inside it."""
+        if self._per_word is None:
+            words = word_spans(self.text)
+            starts = [start for start, _ in words]
+            per_word: list[list[int]] = [[] for _ in words]
+            for p, (lo, _) in zip(self.positions, self.spans, strict=True):
+                # Only the word starting last at or before the edit can hold it.
+                i = bisect.bisect_right(starts, lo) - 1
+                if i >= 0 and self.transform.in_word(self.text, p, *words[i]):
+                    per_word[i].append(p)
+            self._per_word = tuple(tuple(ps) for ps in per_word)
+        return self._per_word
+
+    def chosen(self, strength: str) -> list[int]:
         parsed = Strength.parse(strength)
         if parsed.word is not None:
-            per_word = _positions_per_word(self, text)
+            per_word = self.per_word()
             inside = per_word[parsed.word] if parsed.word < len(per_word) else ()
-            return [inside[_word_pick(seed, len(inside))]] if inside else []
-        order, usable = _order(self, text, seed, parsed.salient)
+            return [inside[_word_pick(self.seed, len(inside))]] if inside else []
+        order, usable = self.order(parsed.salient)
         if parsed.count is not None:
             return list(order[: parsed.count])
         assert parsed.percent is not None
         return list(order[: math.ceil(parsed.percent * usable / 100)])
 
-    def order(self, text: str, seed: int, salient: bool) -> tuple[list[int], int]:
-        """Every position strengths take a prefix of, and how many positions are usable
-        (eligible and not overlapping an earlier one: the n of a ``p%`` strength)."""
-        ordered = list(_placed_order(text, seed, salient, *_layout(self, text)))
-        if self.additive:
-            return ordered, len(ordered)
-        return self._never_cheaper(text, ordered, seed), len(ordered)
+    def count(self, strength: str) -> int:
+        """How many edits `strength` makes, `len(chosen(strength))`, without ordering the
+        positions where no span is wider than a code point (then every position is usable)."""
+        parsed = Strength.parse(strength)
+        if parsed.word is not None or not self.transform.additive or self.wide:
+            return len(self.chosen(strength))
+        usable = len(self.positions)
+        if parsed.count is not None:
+            return min(parsed.count, usable)
+        assert parsed.percent is not None
+        return min(math.ceil(parsed.percent * usable / 100), usable)
 
-    def render(self, text: str, positions: Iterable[int], seed: int) -> str:
-        """The text with an edit at each of `positions` (non-overlapping)."""
+    def span_of(self) -> dict[int, tuple[int, int]]:
+        if self._span_of is None:
+            self._span_of = dict(zip(self.positions, self.spans, strict=True))
+        return self._span_of
+
+    def replacement(self, position: int) -> str:
+        made = self.made.get(position)
+        if made is None:
+            self.make([position])
+            made = self.made[position]
+        return made
+
+    def make(self, positions: Iterable[int]) -> None:
+        """Make the replacements at `positions` not made yet, in one call to the transform."""
+        missing = [p for p in positions if p not in self.made]
+        if missing:
+            self.made.update(zip(missing, self.transform.replacements(self.text, missing, self.seed), strict=True))
+
+    def render(self, positions: Iterable[int]) -> str:
+        text = self.text
         pieces: list[str] = []
         last = 0
-        made = _replacements(self, text, seed)
         for position in sorted(positions):  # spans start at their position, never overlap
-            lo, hi = self.span(text, position)
+            lo, hi = self.transform.span(text, position)
             pieces.append(text[last:lo])
-            if position not in made:
-                made[position] = self.replacement(text, position, position_draws(seed, position))
-            pieces.append(made[position])
+            pieces.append(self.replacement(position))
             last = hi
         pieces.append(text[last:])
         return "".join(pieces)
 
-    def apply(self, text: str, strength: str, seed: int) -> str:
-        return self.render(text, self.chosen(text, strength, seed), seed)
-
-    def apply_many(self, text: str, strengths: Sequence[str], seed: int) -> list[str]:
-        """`[apply(text, s, seed) for s in strengths]`, each edit made once: the count and
-        share strengths take nested prefixes of one order, so one pass along it, editing a
-        list of the text's code points, yields every text of the ladder as one join."""
+    def texts(self, strengths: Sequence[str]) -> list[str]:
+        """`[render(chosen(s)) for s in strengths]`, each edit made once: count and share
+        strengths take nested prefixes of one order, so one pass along it, editing a list of
+        the text's code points, yields every text of the ladder as one join."""
+        text, made, span_of = self.text, self.made, self.span_of()
         out = [""] * len(strengths)
-        made = _replacements(self, text, seed)
+        singles: list[tuple[int, int]] = []  # (position, index in strengths)
         ladders: dict[bool, list[tuple[int, int]]] = {}  # salient -> (edits, index in strengths)
         for i, strength in enumerate(strengths):
             parsed = Strength.parse(strength)
-            if parsed.word is not None:  # one edit: splice it in
-                positions = self.chosen(text, strength, seed)
-                if not positions:
+            if parsed.word is not None:
+                positions = self.chosen(strength)
+                if positions:
+                    singles.append((positions[0], i))
+                else:
                     out[i] = text
-                    continue
-                (p,) = positions
-                lo, hi = self.span(text, p)
-                out[i] = text[:lo] + self._made(text, p, seed, made) + text[hi:]
                 continue
-            order, usable = _order(self, text, seed, parsed.salient)
-            count = parsed.count if parsed.count is not None else math.ceil(parsed.percent * usable / 100)  # type: ignore[operator]
-            ladders.setdefault(parsed.salient, []).append((min(count, len(order)), i))
+            ladders.setdefault(parsed.salient, []).append((len(self.chosen(strength)), i))
+        needed = [p for p, _ in singles]
         for salient, steps in ladders.items():
-            order = _order(self, text, seed, salient)[0]
+            needed.extend(self.order(salient)[0][:max(count for count, _ in steps)])
+        self.make(needed)
+        for p, i in singles:  # one edit: splice it in
+            lo, hi = span_of[p]
+            out[i] = text[:lo] + made[p] + text[hi:]
+        for salient, steps in ladders.items():
+            order = self.order(salient)[0]
             cells = [*text, ""]  # code points; the last cell takes an insertion at the end
             done = 0
             for count, i in sorted(steps):
-                for p in order[done:count]:  # spans never overlap, so each edit owns its cells
-                    lo, hi = self.span(text, p)
-                    replacement = self._made(text, p, seed, made)
-                    if lo == hi:
-                        cells[lo] = replacement + cells[lo]
-                    else:
-                        cells[lo] = replacement
-                        for cell in range(lo + 1, hi):
-                            cells[cell] = ""
+                for p in order[done:count]:
+                    self._edit(cells, p, span_of[p])
                 done = max(done, count)
                 out[i] = "".join(cells)
         return out
 
-    def _made(self, text: str, position: int, seed: int, made: dict[int, str]) -> str:
-        replacement = made.get(position)
-        if replacement is None:
-            replacement = made[position] = self.replacement(text, position, position_draws(seed, position))
-        return replacement
+    def _edit(self, cells: list[str], position: int, span: tuple[int, int]) -> None:
+        """Make the edit at `position` in `cells` (the text's code points and one cell after
+        them). Spans never overlap, so each edit owns the cells it writes."""
+        lo, hi = span
+        if lo == hi:
+            cells[lo] = self.made[position] + cells[lo]
+        else:
+            cells[lo] = self.made[position]
+            for cell in range(lo + 1, hi):
+                cells[cell] = ""
 
-    def _never_cheaper(self, text: str, order: list[int], seed: int) -> list[int]:
+    def _never_cheaper(self, order: tuple[int, ...]) -> tuple[int, ...]:
         """`order` less every position whose edit would lower the distance to the original
         reached by the positions kept before it (so every prefix costs no less than the
         one before)."""
+        self.make(order)
+        cells = [*self.text, ""]
         kept: list[int] = []
         reached = 0
+        span_of = self.span_of()
         for p in order:
-            distance = edit_distance(text, self.render(text, [*kept, p], seed))
+            lo, hi = span_of[p]
+            before = cells[lo:max(hi, lo + 1)]
+            self._edit(cells, p, (lo, hi))
+            distance = edit_distance(self.text, "".join(cells))
             if distance >= reached:
                 kept.append(p)
                 reached = distance
-        return kept
+            else:
+                cells[lo:max(hi, lo + 1)] = before  # undo it
+        return tuple(kept)
 
 
-# Orders and replacements are pure functions of their arguments; the caches only spare a
-# suite's many strengths of one transform on one prompt from recomputing them.
+# An Edits is a pure function of its arguments; the cache spares a prompt's many strengths
+# of one transform (and callers of `apply` one strength at a time) from recomputing it.
 @functools.lru_cache(maxsize=4096)
-def _order(transform: EditTransform, text: str, seed: int, salient: bool) -> tuple[tuple[int, ...], int]:
-    order, usable = transform.order(text, seed, salient)
-    return tuple(order), usable
+def _edits(transform: EditTransform, text: str, seed: int) -> Edits:
+    return Edits(transform, text, seed)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=16384)
 def _placed_order(text: str, seed: int, salient: bool, positions: tuple[int, ...],
                   spans: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
     """`positions` in seeded or salient order, less any whose span overlaps one kept before
@@ -304,33 +401,6 @@ def _characters(text: str) -> frozenset[str]:
     return frozenset(text)
 
 
-@functools.lru_cache(maxsize=4096)
-def _layout(transform: EditTransform, text: str) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
-    """The eligible positions and the span an edit at each replaces."""
-    positions = tuple(transform.eligible(text))
-    return positions, tuple(transform.span(text, p) for p in positions)
-
-
-@functools.lru_cache(maxsize=4096)
-def _positions_per_word(transform: EditTransform, text: str) -> tuple[tuple[int, ...], ...]:
-    """For each word of `text`, the eligible positions whose edit lands inside it."""
-    spans = word_spans(text)
-    starts = [start for start, _ in spans]
-    per_word: list[list[int]] = [[] for _ in spans]
-    for p, (lo, _) in zip(*_layout(transform, text), strict=True):
-        # Only the word starting last at or before the edit can hold it.
-        i = bisect.bisect_right(starts, lo) - 1
-        if i >= 0 and transform.in_word(text, p, *spans[i]):
-            per_word[i].append(p)
-    return tuple(tuple(ps) for ps in per_word)
-
-
-@functools.lru_cache(maxsize=4096)
-def _replacements(transform: EditTransform, text: str, seed: int) -> dict[int, str]:
-    """The replacements made so far for (transform, text, seed), by position."""
-    return {}
-
-
 def is_fresh(option: str, present: frozenset[str] | set[str]) -> bool:
     """Whether no character of `option` occurs in the original: substituting a fresh
     option keeps a transform additive."""
@@ -361,6 +431,9 @@ class Substitution(EditTransform):
 
     def replacement(self, text: str, position: int, rng: Draws) -> str:
         return rng.choice(_fresh_options(self, text[position], text))
+
+    def replacements(self, text: str, positions: Sequence[int], seed: int) -> list[str]:
+        return first_choices(seed, positions, [_fresh_options(self, text[p], text) for p in positions])
 
 
 class Insertion(EditTransform):

@@ -23,7 +23,7 @@ class Draws:
     __slots__ = ("label", "n")
 
     def __init__(self, *label: object) -> None:
-        self.label = ":".join(map(str, label))
+        self.label = _label(label)
         self.n = 0
 
     def randrange(self, stop: int) -> int:
@@ -34,6 +34,22 @@ class Draws:
 
     def choice(self, options: Sequence[T]) -> T:
         return options[self.randrange(len(options))]
+
+
+@functools.lru_cache(maxsize=1 << 16)  # one label string per (seed, position): its hash is computed once
+def _label(parts: tuple[object, ...]) -> str:
+    return ":".join(map(str, parts))
+
+
+def first_choices(seed: int, positions: Sequence[int], options: Sequence[Sequence[T]]) -> list[T]:
+    """`[Draws(seed, p).choice(o) for p, o in zip(positions, options)]` in one pass: the
+    first draw of an edit's draws, for transforms that make one choice per edit."""
+    out: list[T] = []
+    for position, choices in zip(positions, options, strict=True):
+        if not choices:
+            raise ValueError("randrange() needs a positive stop")
+        out.append(choices[hash64("margin", _label((seed, position)), 1) % len(choices)])
+    return out
 
 
 def shuffled(items: Iterable[int], *label: object) -> list[int]:

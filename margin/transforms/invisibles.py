@@ -4,6 +4,8 @@ the word for a tokenizer or a blocklist."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from margin.transforms.base import Insertion
 from margin.transforms.draws import Draws
 
@@ -17,6 +19,9 @@ class InvisibleInsertion(Insertion):
 
     def replacement(self, text: str, position: int, rng: Draws) -> str:
         return self.char
+
+    def replacements(self, text: str, positions: Sequence[int], seed: int) -> list[str]:
+        return [self.char] * len(positions)
 
 
 class ZeroWidthSpace(InvisibleInsertion):

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 import unicodedata
+from collections.abc import Sequence
 
 from margin.transforms.base import Insertion
-from margin.transforms.draws import Draws
+from margin.transforms.draws import Draws, first_choices
 
 # Accents a reader of Latin script knows: grave, acute, circumflex, tilde, diaeresis,
 # ring above, caron, cedilla.
@@ -47,6 +48,9 @@ class Diacritic(MarkInsertion):
 
     def replacement(self, text: str, position: int, rng: Draws) -> str:
         return rng.choice(DIACRITICS)
+
+    def replacements(self, text: str, positions: Sequence[int], seed: int) -> list[str]:
+        return first_choices(seed, positions, [DIACRITICS] * len(positions))
 
 
 class CombiningUnderline(MarkInsertion):
