@@ -170,10 +170,6 @@ class ReceiptWriter:
 _json_str = encode_basestring  # a str as json.dumps(ensure_ascii=False) writes it
 
 
-def _json_opt_str(value: str | None) -> str:
-    return "null" if value is None else _json_str(value)
-
-
 def _json_float(value: float | None) -> str:
     if value is None:
         return "null"
@@ -190,11 +186,13 @@ def call_line(head: str, call: GuardCall) -> str:
     verdict = (f'"verdict": {_json_str(v.label)}, "p_unsafe": {_json_float(v.p_unsafe)}, "raw": {_json_str(v.raw)}'
                if v else '"verdict": null, "p_unsafe": null, "raw": null')
     # A cost is finite (a distance over a positive length) and so is a latency: plain reprs.
-    return (f'{head}"prompt_id": {_json_str(c.prompt_id)}, "transform": {_json_opt_str(c.transform)}, '
-            f'"strength": {_json_opt_str(c.strength)}, "seed": {int.__repr__(c.seed)}, '
+    return (f'{head}"prompt_id": {_json_str(c.prompt_id)}, '
+            f'"transform": {"null" if c.transform is None else _json_str(c.transform)}, '
+            f'"strength": {"null" if c.strength is None else _json_str(c.strength)}, "seed": {int.__repr__(c.seed)}, '
             f'"cost": {float.__repr__(c.cost)}, "text_sha256": "{sha256_text(c.text)}", {verdict}, '
             f'"latency_s": {float.__repr__(round(call.latency_s, 6))}, "attempt": {int.__repr__(call.attempt)}, '
-            f'"cached": {"true" if call.cached else "false"}, "error": {_json_opt_str(call.error)}}}\n')
+            f'"cached": {"true" if call.cached else "false"}, '
+            f'"error": {"null" if call.error is None else _json_str(call.error)}}}\n')
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:

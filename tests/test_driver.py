@@ -20,6 +20,7 @@ from margin.engine.calls import call_batch
 from margin.engine.loop import run_pools
 from margin.errors import InputError
 from margin.guards.spec import GuardSpec
+from margin.hashing import canonical_json, sha256_text
 from margin.records import read_jsonl
 from margin.search.cache import VerdictCache, guard_key, verdict_key
 from margin.search.candidates import build_candidates, original_candidate
@@ -106,6 +107,29 @@ def test_cheapest_overshoots_the_fewest_exact_calls_by_at_most_the_window_share(
         assert needed <= result.guard_calls <= needed + needed * WINDOW_GROWTH
 
 
+def test_searches_start_as_the_guard_needs_work_and_are_forgotten_when_done():
+    """Flat memory: the driver holds only the searches that keep the guard's calls full
+    (`backlog` requests waiting), whatever the number of prompts."""
+    prompts = [dataclasses.replace(p, id=f"{p.id}-{i}", text=f"{p.text} ({i})") for i in range(4) for p in SAMPLE]
+    guard, started = HashGuard(0.3, salt="m"), []
+
+    def searches():
+        for search in searches_for("cheapest", prompts):
+            started.append(search.prompt.id)
+            yield search
+
+    driver = Driver(searches(), total=len(prompts), backlog=8, retry_wait_s=0)
+    caller, held = guard_caller(guard), []
+    while not driver.finished:
+        held.append(len(driver.searches))
+        batch = driver.book.take("guard", 8)
+        result = call_batch(caller, [t.request for t in batch])
+        driver.book.deliver(Outcome(t.key, t.attempt, v, 0.0, e) for t, v, e in zip(batch, result.outputs, result.errors, strict=True))
+    assert max(held) <= 8 + 8 < len(prompts)  # waiting + in the call: each search waits for one answer at least
+    assert held[0] == 8 and not driver.searches and started == [p.id for p in prompts]
+    assert driver.ordered_results() == in_process("cheapest", prompts, guard).ordered_results()
+
+
 def test_a_text_asked_for_by_two_prompts_is_sent_once():
     twin = SAMPLE[0].__class__("twin", SAMPLE[0].text, SAMPLE[0].label)
     guard = HashGuard(0.5)
@@ -131,6 +155,22 @@ def test_cache_keys_use_the_exact_text_and_the_verdict_deciding_identity():
         assert guard_key(_replace(INFO, changed)) != key
     # caveats describe a guard; they never change a verdict
     assert guard_key(_replace(INFO, {"caveats": ("x",)})) == key
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(), st.text(max_size=8))
+def test_a_cache_key_is_the_sha256_of_the_canonical_json_of_guard_and_text(text, guard):
+    """Keys are written out without building the dict: the same bytes, so caches made
+    before stay valid."""
+    assert verdict_key(guard, text) == sha256_text(canonical_json({"guard": guard, "text": text}))
+
+
+def test_the_cache_answers_many_texts_in_one_look_up(tmp_path):
+    cache = VerdictCache(tmp_path / "v.sqlite", INFO)
+    stored = {f"text {i}": Verdict("unsafe" if i % 3 else "safe", i / 1200, str(i)) for i in range(1200)}
+    cache.put_many(stored.items())
+    asked = [*stored, "never stored", "text 5"]  # past one query's 500 keys; a repeat
+    assert cache.get_many(asked) == stored
 
 
 def _replace(info: GuardInfo, changes: dict) -> GuardInfo:
@@ -211,8 +251,6 @@ def test_resume_after_a_crash_matches_an_uninterrupted_run_and_repeats_no_call(t
         handle.write('{"kind": "call", "prompt_id": "torn')  # the writer died mid-line
     resumed = HashGuard(0.3)
     outcome = local_run(tmp_path / "part", resumed, resume=True)
-    from margin.hashing import sha256_text
-
     assert not recorded & {sha256_text(t) for t in resumed.seen}
     assert outcome.missing == 0
     assert (tmp_path / "whole" / "results.jsonl").read_bytes() == (tmp_path / "part" / "results.jsonl").read_bytes()

@@ -7,9 +7,10 @@ from hypothesis import strategies as st
 from margin.cost import CostModel
 from margin.datasets import load_dataset
 from margin.guards.keyword import KeywordGuard
-from margin.search.candidates import build_candidates, original_candidate
+from margin.search.candidates import Ladder, build_candidates, expand_strengths, original_candidate
 from margin.search.make import make_search
 from margin.search.session import drive
+from margin.transforms.registry import get_transform
 from margin.transforms.suites import load_suite
 from margin.types import Prompt
 from tests.helpers import FlakyGuard, HashGuard
@@ -34,6 +35,55 @@ def test_candidates_are_sorted_deduped_and_within_budget():
     assert all(0 < c <= 30.0 for c in costs)
     texts = [c.text for c in candidates]
     assert len(texts) == len(set(texts)) and prompt.text not in texts
+
+
+def eager_candidates(prompt, suite, model, budget, seed):
+    """The definition, written plainly: every strength applied one at a time in suite order,
+    duplicates and the original dropped, over budget dropped, sorted by cost then suite order."""
+    seen, ranked = {prompt.text}, []
+    for entry in suite.entries:
+        transform = get_transform(entry.transform)
+        for strength in expand_strengths(entry.strengths, prompt.text):
+            text = transform.apply(prompt.text, strength, seed)
+            if text in seen:
+                continue
+            seen.add(text)
+            cost = model.cost(prompt.text, text)
+            if cost <= budget:
+                ranked.append((cost, len(ranked), (prompt.id, entry.transform, strength, seed, text, cost)))
+    return [c for *_, c in sorted(ranked)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(text=st.text(st.sampled_from("abcdefghij klmnop\u200b\u0301.,?aeiou"), min_size=1, max_size=40),
+       budget=st.sampled_from([5.0, 30.0, 100.0]), seed=st.integers(0, 5), norm=st.sampled_from(["corpus", "prompt"]))
+def test_the_lazy_ladder_hands_out_exactly_the_sorted_candidates(text, budget, seed, norm):
+    """A Ladder skips strengths whose cost bound is above what the search reads; in any
+    order of reading, its candidates are the definition's, bit for bit."""
+    prompt = Prompt("p", text, "unsafe")
+    model = CostModel.for_corpus([text, "a corpus prompt of some length"], norm)
+    expected = eager_candidates(prompt, load_suite("standard"), model, budget, seed)
+    ladder = Ladder(prompt, load_suite("standard"), model, budget, seed)
+    for n in (1, 2, 5, 40):  # read a few at a time, as a cheapest search does
+        ladder.reach(n)
+        assert [tuple(c) for c in ladder.built] == expected[: len(ladder.built)]
+    assert [tuple(c) for c in ladder.all()] == expected
+
+
+def test_a_search_that_flips_at_one_edit_builds_only_the_cheap_candidates():
+    prompt = load_dataset("sample").prompts[0]
+    model = CostModel.for_corpus([p.text for p in load_dataset("sample").prompts])
+    suite = load_suite("standard")
+    every = build_candidates(prompt, suite, model, 100.0, 0)
+    ladder = Ladder(prompt, suite, model, 100.0, 0)
+    ladder.reach(1)
+    one_edit = every[0].cost
+    assert ladder.built[0] == every[0]
+    # One-edit candidates (one per word per family) are most of the standard suite; the
+    # 2-, 3- and 5-edit strengths, the shares and the long wrappers are not made.
+    assert ladder.made < 0.8 * len(every)
+    assert ladder.all() == every and ladder.made >= len(every)
+    assert all(c.cost == one_edit for c in every[: sum(c.cost == one_edit for c in every)])
 
 
 def test_candidate_costs_match_the_cost_model():

@@ -201,7 +201,7 @@ class Book:
         if found:
             self._tell(owner, output, origin)
             return
-        limit = self._limit(pool)
+        limit = self.max_attempts if isinstance(self.max_attempts, int) else self._limit(pool)
         job = Job(pool, key, request, [owner], limit)
         if self.replay is not None and (failed := self.replay.failed_attempts(key)):
             # Continue the killed run's attempts; a key it gave up on gets a fresh set.
@@ -211,7 +211,8 @@ class Book:
         if self.store is not None:
             self.unchecked[key] = job
         else:
-            self._queue(pool).append(job)
+            queue = self.fresh.get(pool)
+            (queue if queue is not None else self._queue(pool)).append(job)
 
     def seal(self, pool: str) -> None:
         self.sealed.add(pool)

@@ -11,18 +11,43 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from margin.engine.book import Book
 from margin.engine.pool import Pool
 
+#: Allocations between young-generation collections while the engine runs (Python's default
+#: is 700). A run makes millions of short-lived tuples (candidates, requests, outcomes) and
+#: few cycles; collecting every 700 made the collector a fifth of a driver's time.
+YOUNG_COLLECTION_EVERY = 20_000
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Collect garbage less often, and never scan what existed before (frozen), while the
+    engine runs; the process's settings come back after."""
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION_EVERY, *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
 
 def run_pools(book: Book, pools: Sequence[Pool], *, clock: Callable[[], float] = time.monotonic) -> None:
     """Run until the book has nothing left to ask; raises what a pool raised."""
+    with fewer_collections():
+        _run_pools(book, pools, clock)
+
+
+def _run_pools(book: Book, pools: Sequence[Pool], clock: Callable[[], float]) -> None:
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -51,6 +51,9 @@ class Candidates(Protocol):
     @property
     def built(self) -> list[Candidate]: ...
 
+    @property
+    def complete(self) -> bool: ...  # every candidate is built
+
     def reach(self, n: int) -> bool:
         """Build until there are at least `n` candidates; False when there are fewer."""
         ...
@@ -60,6 +63,8 @@ class Candidates(Protocol):
 
 class Fixed:
     """Candidates given as a list (already sorted)."""
+
+    complete = True
 
     def __init__(self, candidates: Sequence[Candidate]) -> None:
         self.built = list(candidates)
@@ -73,13 +78,15 @@ class Fixed:
 
 @dataclass(slots=True)
 class _Group:
-    """Strengths of one transform that share a lower bound on their cost."""
+    """Strengths of one transform that share a lower bound on their cost (`split`: the
+    transform's strengths not yet told apart, under the bound every strength has)."""
 
     bound: float
     transform: Transform
-    edits: Edits | None  # additive edit transforms: their work on the prompt
     strengths: list[str]
-    order: list[int]  # each strength's place in the suite
+    places: list[int]  # each strength's place in the suite
+    split: bool = True
+    edits: Edits | None = None  # an edit transform's work on the prompt, shared by its groups
 
 
 class Ladder:
@@ -89,47 +96,48 @@ class Ladder:
         self.budget = budget
         self.denominator = cost_model.denominator(prompt.text)
         text = prompt.text
-        groups: list[_Group] = []
-        place = 0
+        # Groups to build, by (bound, first suite place). Each transform starts as one group
+        # under the bound any change has (one code point), split by its own floors only when
+        # reached, so a search that stops early never lays out the transforms it did not reach.
+        self._groups: list[tuple[float, int, int, _Group]] = []
         words = [f"@{i}" for i in range(len(word_spans(text)))]
+        place = 0
         for entry in suite.entries:
-            transform = get_transform(entry.transform)
             strengths = [w for s in entry.strengths for w in (words if s == EACH_WORD else (s,))]
-            if isinstance(transform, EditTransform) and transform.additive:
-                edits = transform.edits(text, seed)
-                by_edits: dict[int, _Group] = {}
-                for strength in strengths:
-                    k = 1 if strength[0] == "@" else max(1, edits.count(strength))  # "@i": one edit
-                    group = by_edits.get(k)
-                    if group is None:
-                        group = by_edits[k] = _Group(self._bound(k), transform, edits, [], [])
-                        groups.append(group)
-                    group.strengths.append(strength)
-                    group.order.append(place)
-                    place += 1
-            else:  # any text that differs costs at least one code point
-                groups.append(_Group(self._bound(1), transform, None, strengths, list(range(place, place + len(strengths)))))
-                place += len(strengths)
-        groups.sort(key=lambda g: g.bound)  # stable: suite order within a bound
-        self._groups = groups
-        self._next = 0  # groups[:_next] are built
+            places = list(range(place, place + len(strengths)))
+            self._push(_Group(self._bound(1), get_transform(entry.transform), strengths, places, split=False))
+            place += len(strengths)
         self._heap: list[tuple[float, int, str, str, str]] = []  # built, not yet handed out
         self._seen = {text}
         self.built: list[Candidate] = []
+        self.made = 0  # texts made so far (candidates, duplicates and the over-budget ones)
+        self.complete = False  # every candidate is built
 
     def _bound(self, code_points: int) -> float:
         return code_points * 100.0 / self.denominator  # CostModel.cost's arithmetic, so bounds compare exactly
 
+    def _push(self, group: _Group) -> None:
+        heapq.heappush(self._groups, (group.bound, group.places[0], id(group), group))
+
     def reach(self, n: int) -> bool:
         built, heap, groups = self.built, self._heap, self._groups
         while len(built) < n:
-            # Build every group that could hold a candidate as cheap as the cheapest built
-            # one (ties too: an earlier suite place wins them).
-            while self._next < len(groups) and groups[self._next].bound <= self.budget and (
-                    not heap or groups[self._next].bound <= heap[0][0]):
-                self._build(groups[self._next])
-                self._next += 1
+            # Build every group that could hold a candidate that comes before the first built
+            # one: cheaper, or as cheap and earlier in the suite (a group's places never
+            # interleave with another's of the same bound).
+            while groups:
+                bound, first, _, group = groups[0]
+                if bound > self.budget:
+                    break
+                if heap and (bound > heap[0][0] or (bound == heap[0][0] and first > heap[0][1])):
+                    break
+                heapq.heappop(groups)
+                if group.split:
+                    self._build(group)
+                else:
+                    self._split(group)
             if not heap:
+                self.complete = True
                 return False
             cost, _, text, name, strength = heapq.heappop(heap)
             if text in self._seen:
@@ -137,6 +145,23 @@ class Ladder:
             self._seen.add(text)
             built.append(_candidate(Candidate, (self.prompt.id, name, strength, self.seed, text, cost)))
         return True
+
+    def _split(self, whole: _Group) -> None:
+        """One group per floor the transform gives its strengths (all at least `whole.bound`)."""
+        transform, text = whole.transform, self.prompt.text
+        # Held here, not only in the transform's cache of recent texts: this prompt's groups
+        # may be built long after, between other prompts'.
+        edits = transform.edits(text, self.seed) if isinstance(transform, EditTransform) else None
+        by_floor: dict[int, _Group] = {}
+        floors = transform.floors(text, whole.strengths, self.seed)
+        for strength, place, floor in zip(whole.strengths, whole.places, floors, strict=True):
+            group = by_floor.get(floor)
+            if group is None:
+                group = by_floor[floor] = _Group(self._bound(floor), transform, [], [], edits=edits)
+            group.strengths.append(strength)
+            group.places.append(place)
+        for group in by_floor.values():
+            self._push(group)
 
     def all(self) -> list[Candidate]:
         self.reach(math.inf)  # type: ignore[arg-type]
@@ -148,7 +173,8 @@ class Ladder:
             texts = group.edits.texts(group.strengths)
         else:
             texts = group.transform.apply_many(original, group.strengths, self.seed)
-        for text, strength, place in zip(texts, group.strengths, group.order, strict=True):
+        self.made += len(texts)
+        for text, strength, place in zip(texts, group.strengths, group.places, strict=True):
             distance = Levenshtein.distance(original, text)
             if not distance:
                 continue  # the original itself
@@ -157,7 +183,7 @@ class Ladder:
                 continue
             if cost < group.bound:  # the bound is what lets the ladder skip: never let it be wrong
                 raise RuntimeError(f"{group.transform.name} {strength} costs {cost} on prompt {self.prompt.id!r}, "
-                                   f"below its bound {group.bound}: is the transform additive?")
+                                   f"below the floor its transform gave ({group.bound})")
             heapq.heappush(self._heap, (cost, place, text, group.transform.name, strength))
 
 

@@ -162,4 +162,6 @@ class ExhaustiveSearch(PromptSearch):
 
     @property
     def done(self) -> bool:
-        return len(self.verdicts) == len(self.ladder.all()) + 1
+        # All verdicts in for the candidates built so far, and no candidate left to build.
+        built = len(self.ladder.built)
+        return len(self.verdicts) == built + 1 and (self.ladder.complete or not self.ladder.reach(built + 1))

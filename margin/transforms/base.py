@@ -118,6 +118,12 @@ class Transform(ABC):
         """`[apply(text, s, seed) for s in strengths]`; a transform may share work between them."""
         return [self.apply(text, strength, seed) for strength in strengths]
 
+    def floors(self, text: str, strengths: Sequence[str], seed: int) -> list[int]:
+        """For each strength, a lower bound on the edit distance from `text` of its output
+        when that differs from `text`, known without making it (a candidate builder makes
+        the cheap ones first). Any change costs at least one code point."""
+        return [1] * len(strengths)
+
     def check_strength(self, strength: str) -> None:
         """Raise ValueError if `strength` is not one this transform understands."""
         self.apply("margin", strength, 0)
@@ -159,6 +165,12 @@ class EditTransform(Transform):
         at its position; (p, p) is an insertion."""
         return position, position + 1
 
+    def spans(self, text: str, positions: Sequence[int]) -> list[tuple[int, int]]:
+        """`span` at each of `positions`."""
+        if type(self).span is EditTransform.span:  # one code point each, without a call apiece
+            return [(p, p + 1) for p in positions]
+        return [self.span(text, p) for p in positions]
+
     def in_word(self, text: str, position: int, start: int, end: int) -> bool:
         """Whether an edit at `position` lands inside the word text[start:end]."""
         lo, hi = self.span(text, position)
@@ -192,25 +204,37 @@ class EditTransform(Transform):
     def apply_many(self, text: str, strengths: Sequence[str], seed: int) -> list[str]:
         return self.edits(text, seed).texts(strengths)
 
+    def floors(self, text: str, strengths: Sequence[str], seed: int) -> list[int]:
+        """k edits of an additive transform cost exactly the sum of k edits' costs, each at
+        least one code point (the module doc): at least k."""
+        if not self.additive:
+            return super().floors(text, strengths, seed)
+        edits = self.edits(text, seed)
+        return [1 if s.startswith("@") else max(1, edits.count(s)) for s in strengths]  # "@i": one edit
+
 
 class Edits:
     """One edit transform's work on one text with one seed: where edits can go, the orders
     strengths take prefixes of, and what each edit writes (a replacement reads only the
     original, so it is the same at every strength). Built on demand, once."""
 
-    __slots__ = ("transform", "text", "seed", "positions", "spans", "wide", "made", "_orders", "_per_word", "_span_of")
+    __slots__ = ("transform", "text", "seed", "positions", "spans", "wide", "made", "_orders", "_per_word", "_span_of",
+                 "_ladders")
 
     def __init__(self, transform: EditTransform, text: str, seed: int) -> None:
         self.transform = transform
         self.text = text
         self.seed = seed
         self.positions = tuple(transform.eligible(text))
-        self.spans = tuple(transform.span(text, p) for p in self.positions)
+        self.spans = tuple(transform.spans(text, self.positions))
         self.wide = any(hi - lo > 1 for lo, hi in self.spans)  # some edit replaces more than one code point
         self.made: dict[int, str] = {}  # replacements by position
         self._orders: dict[bool, tuple[tuple[int, ...], int]] = {}
         self._per_word: tuple[tuple[int, ...], ...] | None = None
         self._span_of: dict[int, tuple[int, int]] | None = None
+        # Per order: the text's cells with its first `done` edits made, so a later call for
+        # more edits (a candidate builder asks for one strength at a time) goes on from there.
+        self._ladders: dict[bool, tuple[list[str], int]] = {}
 
     def order(self, salient: bool) -> tuple[tuple[int, ...], int]:
         found = self._orders.get(salient)
@@ -291,37 +315,42 @@ class Edits:
     def texts(self, strengths: Sequence[str]) -> list[str]:
         """`[render(chosen(s)) for s in strengths]`, each edit made once: count and share
         strengths take nested prefixes of one order, so one pass along it, editing a list of
-        the text's code points, yields every text of the ladder as one join."""
+        the text's code points, yields every text of the ladder as one join (and the next
+        call goes on where this one stopped)."""
         text, made, span_of = self.text, self.made, self.span_of()
-        out = [""] * len(strengths)
+        out = [text] * len(strengths)  # a strength with no edit to make leaves the text
         singles: list[tuple[int, int]] = []  # (position, index in strengths)
         ladders: dict[bool, list[tuple[int, int]]] = {}  # salient -> (edits, index in strengths)
         for i, strength in enumerate(strengths):
             parsed = Strength.parse(strength)
             if parsed.word is not None:
-                positions = self.chosen(strength)
-                if positions:
-                    singles.append((positions[0], i))
-                else:
-                    out[i] = text
+                for p in self.chosen(strength):
+                    singles.append((p, i))
                 continue
-            ladders.setdefault(parsed.salient, []).append((len(self.chosen(strength)), i))
+            order, usable = self.order(parsed.salient)
+            edits = parsed.count if parsed.count is not None else math.ceil(parsed.percent * usable / 100)  # type: ignore[operator]
+            ladders.setdefault(parsed.salient, []).append((min(edits, len(order)), i))
         needed = [p for p, _ in singles]
         for salient, steps in ladders.items():
-            needed.extend(self.order(salient)[0][:max(count for count, _ in steps)])
-        self.make(needed)
+            steps.sort()
+            cells, done = self._ladders.get(salient, (None, 0))
+            if cells is None or steps[0][0] < done:
+                self._ladders[salient] = cells, done = [*text, ""], 0  # the last cell takes an insertion at the end
+            needed.extend(self.order(salient)[0][done:steps[-1][0]])
+        if needed:
+            self.make(needed)
         for p, i in singles:  # one edit: splice it in
             lo, hi = span_of[p]
             out[i] = text[:lo] + made[p] + text[hi:]
         for salient, steps in ladders.items():
             order = self.order(salient)[0]
-            cells = [*text, ""]  # code points; the last cell takes an insertion at the end
-            done = 0
-            for count, i in sorted(steps):
+            cells, done = self._ladders[salient]
+            for count, i in steps:
                 for p in order[done:count]:
                     self._edit(cells, p, span_of[p])
                 done = max(done, count)
                 out[i] = "".join(cells)
+            self._ladders[salient] = (cells, done)
         return out
 
     def _edit(self, cells: list[str], position: int, span: tuple[int, int]) -> None:
@@ -445,6 +474,11 @@ class Insertion(EditTransform):
     def span(self, text: str, position: int) -> tuple[int, int]:
         return position, position  # an insertion replaces no original code point
 
+    def spans(self, text: str, positions: Sequence[int]) -> list[tuple[int, int]]:
+        if type(self).span is Insertion.span:
+            return [(p, p) for p in positions]
+        return super().spans(text, positions)
+
 
 class WrapperTransform(Transform):
     """Puts the prompt (perhaps encoded) inside fixed text; its strengths are named variants.
@@ -490,4 +524,8 @@ class WrapperTransform(Transform):
         encoder = self.encode.get(strength)
         before, after = template.split("{prompt}")
         return before + (encoder(text) if encoder else text) + after
+
+    def floors(self, text: str, strengths: Sequence[str], seed: int) -> list[int]:
+        """A variant that puts the prompt in as it is adds exactly its template's text."""
+        return [max(1, len(self.variants[s]) - len("{prompt}")) if s not in self.encode else 1 for s in strengths]
 
