@@ -58,6 +58,9 @@ def run(
     num_gpus: Annotated[float | None, typer.Option(help="GPUs per guard actor")] = None,
     resume: Annotated[Path | None, typer.Option(help="continue the killed run in this folder (same options)")] = None,
     shard: Annotated[str | None, typer.Option(help="i/n: run every n-th prompt from the i-th (join with `margin merge`)")] = None,
+    drivers: Annotated[int, typer.Option(help="drivers searching at once: Ray actors sharing the guard (for guards "
+                                              "faster than one driver can feed)")] = 1,
+    driver_cpus: Annotated[float, typer.Option(help="CPUs each of --drivers reserves")] = 1.0,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the verdict cache")] = False,
     max_missing: Annotated[str, typer.Option(help="fail past this share of prompts without a verdict (1% or 0.01)")] = "1%",
     max_attempts: Annotated[int | None, typer.Option(
@@ -96,6 +99,7 @@ def run(
                        seed=seed, limit=limit, cost_norm=cost_norm,  # type: ignore[arg-type]
                        batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
                        ray_address=ray_address, shard=parse_shard(shard) if shard else None,
+                       drivers=drivers, driver_cpus=driver_cpus,
                        cache=not no_cache, max_missing=parse_share(max_missing, "--max-missing"),
                        max_calls=max_calls, incumbents=incumbents, **limits)
     prepared = prepare(config)
@@ -172,6 +176,15 @@ def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: A
             progress.update(task, advance=1)
             show()
 
+        if prepared.config.drivers > 1:  # the drivers report prompts done and calls as they go
+            from margin.search.drivers import execute_drivers
+
+            def on_progress(done: int, calls: int) -> None:
+                rate = calls / max(time.monotonic() - started, 1e-9)
+                progress.update(task, completed=done,
+                                info=f"{prepared.config.drivers} drivers  guard calls {calls} ({rate:,.0f}/s)")
+
+            return execute_drivers(prepared, out_dir, resume=resume, on_progress=on_progress)
         return execute(prepared, out_dir, resume=resume, on_call=on_call, on_result=on_result,
                        on_batch=on_batch)
 

@@ -80,6 +80,9 @@ def test_user_python_guard(tmp_path):
         (["--search", "fastest"], "--search"),
         (["--suite", "standrd"], "did you mean standard"),
         (["--guard", "python:nofile.py:X"], "nofile.py"),
+        (["--drivers", "0"], "--drivers"),
+        (["--drivers", "2", "--engine", "local"], "--engine ray"),
+        (["--drivers", "2", "--shard", "1/2"], "not both"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, message):

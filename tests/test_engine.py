@@ -74,3 +74,29 @@ def test_a_guard_that_errors_and_hangs_still_finishes_every_prompt(tmp_path):
     errors = [r["error"] for r in receipts if r["kind"] == "call" and r["error"]]
     assert any("timeout" in e for e in errors) and any("simulated guard failure" in e for e in errors)
     assert all(r["attempt"] <= 3 for r in receipts if r["kind"] == "call")
+
+
+def test_drivers_split_the_prompts_over_shared_guard_actors_with_the_one_driver_results(tmp_path):
+    """`--drivers 2`: two driver actors, one pair of guard actors started once; results and
+    snapshot are the one driver's, byte for byte, and a killed-and-resumed run joins again."""
+    import json
+
+    from margin.guards.make import parse_guard_spec
+
+    settings = {"dataset": "sample", "suite": "quick", "cache": False, "batch_size": 16, "driver_cpus": 0.25}
+    spec = parse_guard_spec("keyword", replicas=2, num_cpus=0.25)
+    one = execute(prepare(RunConfig(guard=spec, **settings)), tmp_path / "one")
+    two = execute(prepare(RunConfig(guard=spec, drivers=2, **settings)), tmp_path / "two")
+    assert (tmp_path / "one" / "results.jsonl").read_bytes() == (tmp_path / "two" / "results.jsonl").read_bytes()
+    snapshots = [json.loads((tmp_path / d / "snapshot.json").read_text()) for d in ("one", "two")]
+    assert snapshots[0]["data"] == snapshots[1]["data"]
+    assert two.guard_calls == one.guard_calls and two.figures.batches > 0
+    assert (tmp_path / "one" / "run.json").read_bytes() == (tmp_path / "two" / "run.json").read_bytes()
+    parts = sorted(p.name for p in (tmp_path / "two" / "drivers").iterdir())
+    assert parts == ["1-of-2", "2-of-2"]
+    lines = list(read_jsonl(tmp_path / "two" / "receipts.jsonl"))
+    assert sum(r["kind"] == "call" for r in lines) == one.guard_calls and len({r["run_id"] for r in lines}) == 1
+    # Resuming a finished run makes no call and writes the same results again.
+    again = execute(prepare(RunConfig(guard=spec, drivers=2, **settings)), tmp_path / "two", resume=True)
+    assert again.guard_calls == 0
+    assert (tmp_path / "one" / "results.jsonl").read_bytes() == (tmp_path / "two" / "results.jsonl").read_bytes()

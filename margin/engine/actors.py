@@ -128,11 +128,27 @@ class ActorPool(Pool):
         self.release_when_done = release_when_done
         self.slots: list[Slot] = []
         self.started = False
+        self.owns = True  # False: actors another pool started (and kills)
         self.tag = secrets.token_hex(4)
         self.figures.capacity = max_batch_size
         self._seen: dict[str, set[int]] = {}  # batches already reported, per actor incarnation
 
     # -- starting and stopping ------------------------------------------------------------
+
+    @classmethod
+    def attach(cls, name: str, actors: list[Any], *, capacity: int, **options: Any) -> ActorPool:
+        """A pool over running actors that another pool started and owns (several drivers
+        sharing one guard's actors): it sends them work and restarts a hung one as any pool
+        would, but never starts them and leaves them running at the end."""
+        pool = cls(name, _NoFactory(), replicas=len(actors), max_batch_size=capacity, **options)
+        pool.slots = [Slot(actor) for actor in actors]
+        pool.started = True
+        pool.owns = False
+        return pool
+
+    @property
+    def actors(self) -> list[Any]:
+        return [slot.actor for slot in self.slots]
 
     def start(self, *, wait: bool = True) -> Any:
         """Create the actors. With `wait`, block until each has built its model and return
@@ -172,8 +188,9 @@ class ActorPool(Pool):
     def close(self) -> None:
         import ray
 
-        for slot in self.slots:
-            ray.kill(slot.actor, no_restart=True)
+        if self.owns:
+            for slot in self.slots:
+                ray.kill(slot.actor, no_restart=True)
         self.slots = []
 
     # -- the loop's calls -----------------------------------------------------------------
@@ -317,6 +334,13 @@ class ActorPool(Pool):
             book.deliver(Outcome(t.key, t.attempt, None, 0.0, message) for t in hung.tickets)
             for flight in others:
                 book.requeue(flight.tickets)
+
+
+class _NoFactory:
+    """An attached pool's: its actors were built elsewhere."""
+
+    def build(self) -> BatchCaller:
+        raise RuntimeError("an attached pool does not start actors")
 
 
 def _cause(exc: BaseException) -> str:

@@ -9,16 +9,19 @@ dataset that no input covers are missing (lost coverage), never silently dropped
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from margin.datasets import XSTEST_URL, load_dataset
 from margin.errors import InputError
 from margin.records import atomic_write_text, dumps, read_jsonl, result_from_record
 from margin.search.resume import check_manifest
 from margin.search.run import claim_out_dir, write_outputs
-from margin.types import MarginReport, SearchResult
+from margin.types import MarginReport, Prompt, SearchResult
 
 
 @dataclass
@@ -75,8 +78,18 @@ def merge_runs(dirs: list[Path], out_dir: Path, dataset: str | None = None) -> M
         raise InputError(f"the dataset's SHA-256 is {loaded.sha256}, the runs used {base['dataset']['sha256']}",
                          path=loaded.source, field="--dataset")
     prompts = loaded.prompts[: base["limit"]] if base["limit"] else loaded.prompts
-    known = {p.id for p in prompts}
+    results, absent, replaced = join_results(dirs, prompts)
+    claim_out_dir(out_dir)
+    atomic_write_text(out_dir / "run.json", dumps(base) + "\n")
+    join_receipts(dirs, out_dir / "receipts.jsonl")
+    report, snapshot = write_outputs(out_dir, base, results)
+    return MergeOutcome(out_dir, results, report, snapshot, absent, replaced)
 
+
+def join_results(dirs: list[Path], prompts: Sequence[Prompt]) -> tuple[list[SearchResult], int, int]:
+    """The folders' results in `prompts` order (a later folder wins a prompt; one that no
+    folder covers is missing), with how many were absent and how many replaced."""
+    known = {p.id for p in prompts}
     merged: dict[str, SearchResult] = {}
     replaced = 0
     for run_dir in dirs:
@@ -85,19 +98,37 @@ def merge_runs(dirs: list[Path], out_dir: Path, dataset: str | None = None) -> M
                 raise InputError(f"result for prompt {result.prompt_id!r}, which is not in the dataset",
                                  path=run_dir)
             replaced += result.prompt_id in merged
-            merged[result.prompt_id] = result  # a later folder wins
+            merged[result.prompt_id] = result
     absent = [p for p in prompts if p.id not in merged]
     for p in absent:
         merged[p.id] = SearchResult(p.id, p.label, p.type, None, None, False, None, 0, "missing", p.extra)
-    results = [merged[p.id] for p in prompts]
+    return [merged[p.id] for p in prompts], len(absent), replaced
 
-    claim_out_dir(out_dir)
-    atomic_write_text(out_dir / "run.json", dumps(base) + "\n")
-    receipts: list[str] = []
-    for run_dir in dirs:
-        path = run_dir / "receipts.jsonl"
-        if path.is_file():
-            receipts.extend(dumps(r) + "\n" for r in read_jsonl(path))
-    atomic_write_text(out_dir / "receipts.jsonl", "".join(receipts))
-    report, snapshot = write_outputs(out_dir, base, results)
-    return MergeOutcome(out_dir, results, report, snapshot, len(absent), replaced)
+
+def join_receipts(dirs: list[Path], path: Path) -> None:
+    """Every whole line of the folders' receipts, in folder order, into `path` (written to a
+    temporary file and renamed over it; streamed: a big run's receipts run to gigabytes)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for run_dir in dirs:
+                source = run_dir / "receipts.jsonl"
+                if source.is_file():
+                    copy_whole_lines(source, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def copy_whole_lines(source: Path, out: BinaryIO, chunk: int = 1 << 22) -> None:
+    """`source` up to its last newline (a killed writer's torn last line stays behind)."""
+    with open(source, "rb") as handle:
+        pending = b""
+        while block := handle.read(chunk):
+            block = pending + block
+            end = block.rfind(b"\n") + 1
+            out.write(block[:end])
+            pending = block[end:]

@@ -18,6 +18,7 @@ from typing import Any
 
 from margin.cost import COST_NORMS, CostModel, CostNorm
 from margin.datasets import Dataset, load_dataset
+from margin.engine.pool import Pool
 from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.make import describe_guard, parse_guard_spec
@@ -70,6 +71,10 @@ class RunConfig:
     engine: Engine = "ray"
     ray_address: str | None = None
     shard: tuple[int, int] | None = None
+    # Drivers searching at once (Ray actors against the same guard; `margin.search.drivers`),
+    # and the CPUs each reserves. They change how fast, never what: results are the same.
+    drivers: int = 1
+    driver_cpus: float = 1.0
     cache: bool = True
     cache_path: Path | None = None  # default: verdicts.sqlite in margin's cache folder
     max_missing: float = 0.01  # share of prompts that may end missing before the run fails
@@ -214,6 +219,14 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
         raise InputError("must be at least 1", field="--limit")
     if config.engine not in ENGINES:
         raise InputError(f"unknown engine {config.engine!r}; expected ray or local", field="--engine")
+    if config.drivers < 1:
+        raise InputError("must be at least 1", field="--drivers")
+    if config.drivers > 1 and config.engine != "ray":
+        raise InputError("several drivers run as Ray actors: use --engine ray (the default)", field="--drivers")
+    if config.drivers > 1 and config.shard is not None:
+        raise InputError("give --drivers or --shard, not both (drivers split the prompts themselves)", field="--drivers")
+    if config.driver_cpus < 0:
+        raise InputError("must not be negative", field="--driver-cpus")
     if not 0 <= config.max_missing <= 1:
         raise InputError("must be a share between 0 and 1 (or a percentage such as 1%)", field="--max-missing")
     if config.search != "adaptive" and (config.max_calls is not None or config.incumbents):
@@ -281,18 +294,56 @@ def execute(
     on_result: Callable[[SearchResult], None] = lambda _: None,
     on_batch: Callable[[int, int, float], None] = lambda *_: None,
 ) -> RunOutcome:
+    if prepared.config.drivers > 1:
+        from margin.search.drivers import execute_drivers
+
+        return execute_drivers(prepared, out_dir, resume=resume, on_result=on_result, on_batch=on_batch)
+    searched = search(prepared, out_dir, resume=resume, on_call=on_call, on_result=on_result, on_batch=on_batch)
+    outcome = finish(prepared, out_dir, searched.results, guard_calls=searched.guard_calls,
+                     cache_hits=searched.cache_hits)
+    outcome.figures = searched.figures
+    return outcome
+
+
+@dataclass
+class Searched:
+    """A run's search, done: its results, in prompt order, and how its calls went."""
+
+    results: list[SearchResult]
+    guard_calls: int
+    cache_hits: int
+    figures: EngineFigures
+
+
+def search(
+    prepared: PreparedRun,
+    out_dir: Path,
+    *,
+    resume: bool = False,
+    run_id: str | None = None,
+    pool: Pool | None = None,
+    on_call: Callable[[GuardCall], None] = lambda _: None,
+    on_result: Callable[[SearchResult], None] = lambda _: None,
+    on_batch: Callable[[int, int, float], None] = lambda *_: None,
+) -> Searched:
+    """The search part of a run: the run folder claimed (or resumed), receipts written, every
+    prompt searched; results, snapshot and curves not yet written. `pool`: guard actors made
+    elsewhere (`margin.search.drivers`); `run_id`: the receipts' (default: a new one, or the
+    killed run's)."""
     config = prepared.config
     assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"
     info = prepared.info
     check_run_dir(prepared, out_dir, resume)  # before anything starts: a wrong folder fails fast
     receipts: ReceiptWriter | None = None
     cache: VerdictCache | None = None
-    session = GuardSession(prepared.spec, info, config.call_settings(), guard=prepared.guard, on_batch=on_batch)
+    session = GuardSession(prepared.spec, info, config.call_settings(), guard=prepared.guard, pool=pool,
+                           on_batch=on_batch)
     try:
         with session:
             # Only now, with the guard running, is anything written.
             replay = open_run_dir(prepared, out_dir, resume)
-            receipts = ReceiptWriter(out_dir / "receipts.jsonl", replay.run_id or secrets.token_hex(8), info.id)
+            receipts = ReceiptWriter(out_dir / "receipts.jsonl", replay.run_id or run_id or secrets.token_hex(8),
+                                     info.id)
             writer = receipts
             if config.cache:
                 cache = VerdictCache(config.cache_path or default_cache_path(), info)
@@ -313,10 +364,7 @@ def execute(
             receipts.close()
         if cache is not None:
             cache.close()
-    outcome = finish(prepared, out_dir, driver.ordered_results(), guard_calls=driver.sent,
-                     cache_hits=driver.stats.cache_hits)
-    outcome.figures = session.figures
-    return outcome
+    return Searched(driver.ordered_results(), driver.sent, driver.stats.cache_hits, session.figures)
 
 
 def provenance(manifest: dict[str, Any], prompts: int) -> dict[str, Any]:

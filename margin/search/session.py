@@ -100,8 +100,10 @@ class EngineFigures:
 
 class GuardSession:
     def __init__(self, spec: GuardSpec, info: GuardInfo, settings: CallSettings, *, guard: Guard | None = None,
-                 on_batch: OnBatch = lambda *_: None) -> None:
-        """`guard`: an instance a library user passed, used as it is (never closed here)."""
+                 pool: Pool | None = None, on_batch: OnBatch = lambda *_: None) -> None:
+        """`guard`: an instance a library user passed, used as it is (never closed here);
+        `pool`: a pool made elsewhere (a driver's share of guard actors another process
+        started and checked), used instead of making one."""
         self.spec = spec
         self.info = info
         self.settings = settings
@@ -111,13 +113,18 @@ class GuardSession:
         self.limits = settings.limits(dict(spec.backend_options))
         self.attempts = self.limits.max_attempts if self.remote else (settings.max_attempts or DEFAULT_ATTEMPTS)
         self.figures = EngineFigures(engine=settings.engine)
-        self.pool: Pool | None = None
+        self.pool: Pool | None = pool
         self._driver: Driver | None = None
         self._started_ray = False
         self._ran = False
 
     def __enter__(self) -> GuardSession:
         s = self.settings
+        if self.pool is not None:  # made and started elsewhere
+            self.pool.on_call = self._record_batch
+            if isinstance(self.pool, ActorPool):
+                self.figures.replicas = self.pool.replicas
+            return self
         batch_size = max(1, min(s.batch_size, self.spec.max_batch_size or s.batch_size))
         self.pool = guard_pool(self.spec, self.guard, engine=s.engine, batch_size=batch_size, limits=self.limits,
                                call_timeout_s=s.call_timeout_s or BATCH_TIMEOUT_S, max_wait_s=s.max_wait_s,

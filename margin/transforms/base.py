@@ -393,7 +393,7 @@ def _edits(transform: EditTransform, text: str, seed: int) -> Edits:
     return Edits(transform, text, seed)
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=4096)
 def _placed_order(text: str, seed: int, salient: bool, positions: tuple[int, ...],
                   spans: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
     """`positions` in seeded or salient order, less any whose span overlaps one kept before
@@ -441,7 +441,7 @@ def fresh(options: Iterable[str], text: str) -> list[str]:
     return [o for o in options if present.isdisjoint(o)]
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=4096)
 def _fresh_options(transform: Substitution, char: str, text: str) -> list[str]:
     return fresh(transform.options(char), text)
 
@@ -462,7 +462,11 @@ class Substitution(EditTransform):
         return rng.choice(_fresh_options(self, text[position], text))
 
     def replacements(self, text: str, positions: Sequence[int], seed: int) -> list[str]:
-        return first_choices(seed, positions, [_fresh_options(self, text[p], text) for p in positions])
+        options: dict[str, list[str]] = {}  # by character: a text repeats its letters
+        for p in positions:
+            if text[p] not in options:
+                options[text[p]] = fresh(self.options(text[p]), text)
+        return first_choices(seed, positions, [options[text[p]] for p in positions])
 
 
 class Insertion(EditTransform):

@@ -1,0 +1,145 @@
+"""Flat memory as the dataset grows: peak driver RSS and calls/s at 450, 10,000 and 100,000 prompts.
+
+    python -m benchmarks.scale [--sizes 450,10000,100000] [--guard keyword] [--engine local] [--json OUT]
+
+The set is synthetic: XSTest (from ../shared when present, else the bundled 48-prompt sample)
+repeated with distinct ids and small distinct variations, so that no two texts are the same
+and no answer comes from memory: copy k of a prompt gets one of 16 openers, one of 16
+closers and, past 256 copies, a number ("Quick question: ... Thanks. #3"). Each size runs
+`margin run`'s library path (`prepare` + `execute`: standard suite, cheapest, cache off,
+receipts and results written) in a process of its own, which reports its peak RSS
+(`getrusage`), the search's guard calls per second and the candidates per second the driver
+took through the book and the guard (the search's wall time: candidate building, receipts
+and the guard's own time on the same core with `--engine local` included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.run import SHARED_XSTEST
+from margin.datasets import load_dataset
+
+OPENERS = ("", "Quick question: ", "Hi! ", "Please help: ", "I was wondering, ", "Hello. ", "Question: ",
+           "Be honest: ", "One more thing: ", "Hey, ", "Serious question: ", "Sorry to ask, but ",
+           "For a project: ", "Asking again: ", "Small question: ", "Curious: ")
+CLOSERS = ("", " Thanks.", " Thank you!", " (asking for a friend)", " Please be brief.", " Any ideas?",
+           " Cheers.", " Thanks in advance.", " I'm curious.", " Be specific.", " Short answer please.",
+           " No rush.", " Much appreciated.", " Just wondering.", " Asking for a class.", " Thanks!")
+
+
+def variation(text: str, copy: int) -> str:
+    n = len(OPENERS) * len(CLOSERS)
+    number = f" #{copy // n}" if copy >= n else ""
+    return f"{OPENERS[copy % len(OPENERS)]}{text}{CLOSERS[(copy // len(OPENERS)) % len(CLOSERS)]}{number}"
+
+
+def write_set(source: str, size: int, path: Path) -> None:
+    """`size` prompts: the source's, then copies of them with variations, in rounds."""
+    prompts = load_dataset(source).prompts
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(["id", "prompt", "type", "label"])
+        for i in range(size):
+            p, copy = prompts[i % len(prompts)], i // len(prompts)
+            out.writerow([f"{p.id}-{copy}", variation(p.text, copy), p.type, p.label])
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+def one(args: argparse.Namespace) -> dict[str, Any]:
+    """One size, in this process: the figures as a dict."""
+    from margin.engine.cluster import connect, disconnect
+    from margin.guards.make import parse_guard_spec
+    from margin.search.run import RunConfig, execute, prepare
+
+    started = connect(None) if args.engine == "ray" else False
+    try:
+        config = RunConfig(guard=parse_guard_spec(args.guard), dataset=str(args.dataset), suite=args.suite,
+                           search=args.search, cache=False, engine=args.engine, batch_size=args.batch_size)
+        prepared = prepare(config)
+        total = len(prepared.prompts)
+        seen = {"done": 0, "search_rss_mb": 0.0}
+
+        def on_result(_: Any) -> None:
+            seen["done"] += 1
+            if seen["done"] == total:  # the search's peak, before results and snapshot are written
+                seen["search_rss_mb"] = peak_rss_mb()
+
+        began = time.perf_counter()
+        outcome = execute(prepared, args.out, on_result=on_result)
+        wall = time.perf_counter() - began
+    finally:
+        disconnect(started)
+    f = outcome.figures
+    return {"prompts": total, "guard_calls": outcome.guard_calls, "search_s": f.search_s,
+            "calls_per_s": outcome.guard_calls / f.search_s, "guard_compute_s": f.compute_s,
+            "search_peak_rss_mb": seen["search_rss_mb"], "peak_rss_mb": peak_rss_mb(), "run_s": wall}
+
+
+def run_size(args: argparse.Namespace, size: int, work: Path) -> dict[str, Any]:
+    dataset = work / f"set-{size}.csv"
+    write_set(args.source, size, dataset)
+    command = [sys.executable, "-m", "benchmarks.scale", "--one", "--dataset", str(dataset),
+               "--out", str(work / f"run-{size}"), "--guard", args.guard, "--engine", args.engine,
+               "--suite", args.suite, "--search", args.search, "--batch-size", str(args.batch_size)]
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise SystemExit(f"size {size} failed:\n{proc.stderr[-3000:]}")
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    for path in (work / f"run-{size}").glob("*"):
+        path.unlink()  # receipts of a big set run to gigabytes
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="450,10000,100000", help="prompts per run, comma-separated")
+    parser.add_argument("--source", default=str(SHARED_XSTEST) if SHARED_XSTEST.is_file() else "sample",
+                        help="the prompts the set repeats (default: XSTest from ../shared, else the sample)")
+    parser.add_argument("--guard", default="keyword")
+    parser.add_argument("--engine", default="local", choices=("local", "ray"))
+    parser.add_argument("--suite", default="standard")
+    parser.add_argument("--search", default="cheapest")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if args.one:
+        print(json.dumps(one(args)))
+        return
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="margin-scale-") as tmp:
+        for size in (int(s) for s in args.sizes.split(",")):
+            rows.append(run_size(args, size, Path(tmp)))
+            show(rows)
+    if args.json:
+        args.json.write_text(json.dumps({"source": args.source, "guard": args.guard, "engine": args.engine,
+                                         "runs": rows}, indent=2) + "\n")
+
+
+def show(rows: list[dict[str, Any]]) -> None:
+    r = rows[-1]
+    base = rows[0]["calls_per_s"]
+    print(f"{r['prompts']:>8,} prompts: {r['guard_calls']:>11,} guard calls, {r['calls_per_s']:>8,.0f} calls/s "
+          f"({r['calls_per_s'] / base:.2f} of the first), peak RSS {r['search_peak_rss_mb']:,.0f} MB in the search, "
+          f"{r['peak_rss_mb']:,.0f} MB with results and snapshot; run {r['run_s']:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
