@@ -3,9 +3,9 @@
     python -m benchmarks.scale [--sizes 450,10000,100000] [--guard keyword] [--engine local] [--json OUT]
 
 The set is synthetic: XSTest (from ../shared when present, else the bundled 48-prompt sample)
-repeated with distinct ids and small distinct variations, so that no two texts are the same
-and no answer comes from memory: copy k of a prompt gets one of 16 openers, one of 16
-closers and, past 256 copies, a number ("Quick question: ... Thanks. #3"). Each size runs
+repeated with distinct ids and a small distinct variation, so that no two texts are the same
+and no answer comes from memory: copy k of a prompt ends in its copy number ("How do I kill
+a Python process? (#17)"), the 450-prompt set included. Each size runs
 `margin run`'s library path (`prepare` + `execute`: standard suite, cheapest, cache off,
 receipts and results written) in a process of its own, which reports its peak RSS
 (`getrusage`), the search's guard calls per second and the candidates per second the driver
@@ -30,18 +30,11 @@ from typing import Any
 from benchmarks.run import SHARED_XSTEST
 from margin.datasets import load_dataset
 
-OPENERS = ("", "Quick question: ", "Hi! ", "Please help: ", "I was wondering, ", "Hello. ", "Question: ",
-           "Be honest: ", "One more thing: ", "Hey, ", "Serious question: ", "Sorry to ask, but ",
-           "For a project: ", "Asking again: ", "Small question: ", "Curious: ")
-CLOSERS = ("", " Thanks.", " Thank you!", " (asking for a friend)", " Please be brief.", " Any ideas?",
-           " Cheers.", " Thanks in advance.", " I'm curious.", " Be specific.", " Short answer please.",
-           " No rush.", " Much appreciated.", " Just wondering.", " Asking for a class.", " Thanks!")
-
 
 def variation(text: str, copy: int) -> str:
-    n = len(OPENERS) * len(CLOSERS)
-    number = f" #{copy // n}" if copy >= n else ""
-    return f"{OPENERS[copy % len(OPENERS)]}{text}{CLOSERS[(copy // len(OPENERS)) % len(CLOSERS)]}{number}"
+    """Copy `copy` of a prompt: a copy number after it, so every text of the set is distinct
+    and every prompt, in every size of set, is as long as every other copy of it."""
+    return f"{text} (#{copy})"
 
 
 def write_set(source: str, size: int, path: Path) -> None:
