@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -17,19 +18,27 @@ from margin.hashing import sha256_text
 from margin.types import Flip, GuardCall, GuardInfo, SearchResult
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temp file in the same folder, fsync, then rename over `path`."""
+@contextlib.contextmanager
+def atomic_file(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """A temp file in `path`'s folder, fsynced and renamed over `path` when the block ends
+    (removed if it fails): readers see the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    text = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        with os.fdopen(fd, mode, **text) as handle:  # type: ignore[call-overload]
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    with atomic_file(path) as handle:
+        handle.write(text)
 
 
 def dumps(value: Any) -> str:

@@ -61,9 +61,9 @@ class Candidate(NamedTuple):
         return self.transform is None
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """A completed guard output. `invalid` means the output had no classification."""
+class Verdict(NamedTuple):
+    """A completed guard output. `invalid` means the output had no classification.
+    (A named tuple: guard actors send back thousands a second, and a tuple pickles in C.)"""
 
     label: VerdictLabel
     p_unsafe: float | None = None

@@ -197,3 +197,30 @@ def test_pools_have_their_own_queues_and_attempt_limits():
     assert ("o1", None) in seen["answers"]  # the guard pool allows one attempt
     with pytest.raises(ValueError):
         make(max_attempts=0)
+
+
+def test_a_local_batch_whose_wake_up_is_lost_still_completes(monkeypatch):
+    """The loop looks at a running batch once a second: a lost wake-up costs a second."""
+    import time
+
+    from margin.engine.local import LOOK_EVERY_S, LocalPool
+    from margin.engine.loop import run_pools
+
+    class Echo:
+        max_batch_size = 4
+
+        def call(self, requests):
+            return [r.upper() for r in requests]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(LocalPool, "watch", lambda self, future, token: None)  # every wake-up lost
+    book, seen, _ = make()
+    book.clock = time.monotonic
+    for key in "abcdef":
+        book.ask("p", key, key, key)
+    began = time.monotonic()
+    run_pools(book, [LocalPool("p", Echo, max_batch_size=4)], clock=time.monotonic)
+    assert sorted(seen["answers"]) == [(k, k.upper()) for k in "abcdef"]
+    assert time.monotonic() - began < 2 * LOOK_EVERY_S + 1.5  # two batches, one look each

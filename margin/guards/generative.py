@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Protocol
 
 from margin.guards.adapters.base import Adapter
@@ -38,7 +37,7 @@ class RemoteBackend(Backend, Protocol):
 def apply_threshold(verdict: Verdict, threshold: float | None) -> Verdict:
     if verdict.label == "invalid" or verdict.p_unsafe is None or threshold is None:
         return verdict
-    return replace(verdict, label="unsafe" if verdict.p_unsafe >= threshold else "safe")
+    return verdict._replace(label="unsafe" if verdict.p_unsafe >= threshold else "safe")
 
 
 def raw_output(outputs: Sequence[Generation]) -> str:
@@ -97,7 +96,7 @@ class GenerativeGuard(Guard):
 
     def _verdict(self, outputs: list[Generation]) -> Verdict:
         verdict = apply_threshold(self.adapter.parse(outputs), self._info.threshold)
-        return replace(verdict, raw=raw_output(outputs))
+        return verdict._replace(raw=raw_output(outputs))
 
     def close(self) -> None:
         self.backend.close()

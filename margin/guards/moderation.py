@@ -8,7 +8,6 @@ fields, is `invalid` for the affected texts only when the rest of the response i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from margin.errors import TransportError
@@ -46,7 +45,7 @@ class ModerationGuard(Guard):
     async def aclassify(self, texts: Sequence[str]) -> list[Verdict]:
         results = await self.endpoint.attempt(lambda client: self._post(client, list(texts)))
         verdicts = [self.adapter.parse(r, self._info.threshold) for r in results]
-        return [replace(v, raw=redact(v.raw)) for v in verdicts]
+        return [v._replace(raw=redact(v.raw)) for v in verdicts]
 
     def classify(self, texts: Sequence[str]) -> list[Verdict | None]:
         """For use outside the engine: one attempt per request of `max_batch_size` texts."""

@@ -9,16 +9,14 @@ dataset that no input covers are missing (lost coverage), never silently dropped
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from margin.datasets import XSTEST_URL, load_dataset
 from margin.errors import InputError
-from margin.records import atomic_write_text, dumps, read_jsonl, result_from_record
+from margin.records import atomic_file, atomic_write_text, dumps, read_jsonl, result_from_record
 from margin.search.resume import check_manifest
 from margin.search.run import claim_out_dir, write_outputs
 from margin.types import MarginReport, Prompt, SearchResult
@@ -108,22 +106,14 @@ def join_results(dirs: list[Path], prompts: Sequence[Prompt]) -> tuple[list[Sear
 def join_receipts(dirs: list[Path], path: Path) -> None:
     """Every whole line of the folders' receipts, in folder order, into `path` (written to a
     temporary file and renamed over it; streamed: a big run's receipts run to gigabytes)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for run_dir in dirs:
-                source = run_dir / "receipts.jsonl"
-                if source.is_file():
-                    copy_whole_lines(source, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, "wb") as out:
+        for run_dir in dirs:
+            source = run_dir / "receipts.jsonl"
+            if source.is_file():
+                copy_whole_lines(source, out)
 
 
-def copy_whole_lines(source: Path, out: BinaryIO, chunk: int = 1 << 22) -> None:
+def copy_whole_lines(source: Path, out: IO[bytes], chunk: int = 1 << 22) -> None:
     """`source` up to its last newline (a killed writer's torn last line stays behind)."""
     with open(source, "rb") as handle:
         pending = b""
