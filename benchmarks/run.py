@@ -12,10 +12,10 @@
     through margin's OpenAI-compatible backend, streamed), concurrent vs one request at a time
     (goal >= 20x), and the CPU margin's own process spends per request;
 (e) the driver's throughput on one core (goal >= 40,000 candidates/s): candidates it takes
-    through the book and the guard per second of its own time (the search's wall time less
-    the guard's compute: with `--engine local` the guard runs in the driver's process and they
-    take turns), candidate building, receipts and results included, `cheapest` and
-    `exhaustive`.
+    through the book and the guard per second of its own time, for `cheapest` and
+    `exhaustive`: the guard is called in the engine loop's thread between the driver's steps
+    (no actor, no worker thread), and its compute is taken out of the search's wall time;
+    candidate building, search steps, receipts and results are in.
 
 (a)-(c) run the Ray engine on a local Ray, cache off. The lower bound is the fewest calls any
 exact search must make: per prompt, the original, every candidate cheaper than its flip cost
@@ -32,11 +32,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from margin.engine.book import Book, Outcome, Ticket
+from margin.engine.calls import CallResult, call_batch
 from margin.engine.cluster import connect, disconnect
-from margin.guards.make import parse_guard_spec
+from margin.engine.pool import Pool
+from margin.guards.make import build_guard, parse_guard_spec
 from margin.guards.spec import GuardSpec
 from margin.records import read_jsonl
+from margin.search.driver import POOL
+from margin.search.guard_pool import GuardCaller
 from margin.search.run import PreparedRun, RunConfig, RunOutcome, execute, prepare
+from margin.search.run import search as run_search
 from margin.types import Candidate, SearchResult
 
 SHARED_XSTEST = Path(__file__).resolve().parents[2] / "shared" / "data" / "xstest" / "xstest_prompts.csv"
@@ -100,18 +106,45 @@ def search_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     }
 
 
+class InlinePool(Pool):
+    """The guard called in the engine loop's own thread, between the driver's steps: no actor,
+    no worker thread, so the driver's time is the search's wall time less the guard's."""
+
+    def __init__(self, guard: Any, batch_size: int) -> None:
+        super().__init__(POOL, "inline")
+        self.caller = GuardCaller(guard)
+        self.figures.capacity = batch_size
+        self.done: list[tuple[list[Ticket], CallResult]] = []
+
+    @property
+    def inflight(self) -> int:
+        return len(self.done)
+
+    def dispatch(self, book: Book, now: float) -> None:
+        while not self.done and (tickets := book.take(self.name, self.figures.capacity)):
+            self.done.append((tickets, call_batch(self.caller, [t.request for t in tickets])))
+            self.notify(None)
+
+    def complete(self, book: Book, token: Any, now: float) -> None:
+        tickets, result = self.done.pop()
+        book.deliver(Outcome(t.key, t.attempt, out, result.seconds / len(tickets), err)
+                     for t, out, err in zip(tickets, result.outputs, result.errors, strict=True))
+        self.on_call(len(tickets), self.figures.capacity, result.seconds)
+
+
 def driver_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """(e): both searches in this process (`--engine local`), the guard's compute taken out."""
+    """(e): both searches with the guard called inline (`InlinePool`), its compute taken out."""
     spec = parse_guard_spec(args.guard)
     out: dict[str, Any] = {}
     for search in ("cheapest", "exhaustive"):
         config = RunConfig(guard=spec, dataset=args.dataset, suite=args.suite, search=search, cache=False,
                            batch_size=args.batch_size, engine="local")
-        outcome = execute(prepare(config), work / f"driver-{search}")
-        f = outcome.figures
+        prepared = prepare(config)
+        searched = run_search(prepared, work / f"driver-{search}", pool=InlinePool(build_guard(spec), args.batch_size))
+        f = searched.figures
         own = f.search_s - f.compute_s
-        out[search] = {"candidates": outcome.guard_calls, "search_s": f.search_s, "guard_s": f.compute_s,
-                       "driver_s": own, "candidates_per_s": outcome.guard_calls / own}
+        out[search] = {"candidates": searched.guard_calls, "search_s": f.search_s, "guard_s": f.compute_s,
+                       "driver_s": own, "candidates_per_s": searched.guard_calls / own}
     return {"e_driver": out}
 
 
