@@ -157,11 +157,11 @@ class ExhaustiveSearch(PromptSearch):
     effectiveness, invariance and threshold sweeps need all of them."""
 
     def next_requests(self, limit: int) -> list[Candidate]:
+        if not self.requested:
+            self.ladder.all()  # it needs them all: built in one go, while this prompt's work is at hand
         first = self._take([self.original], limit)
         return first + self._take_candidates(limit - len(first))
 
     @property
     def done(self) -> bool:
-        # All verdicts in for the candidates built so far, and no candidate left to build.
-        built = len(self.ladder.built)
-        return len(self.verdicts) == built + 1 and (self.ladder.complete or not self.ladder.reach(built + 1))
+        return self.ladder.complete and len(self.verdicts) == len(self.ladder.built) + 1
