@@ -6,10 +6,13 @@
 - `strip_marks`: NFD, then drops every combining mark (category M: accents, zalgo stacks,
   combining underlines, enclosing marks, and variation selectors, which are marks too), NFC;
 - `skeleton`: the Unicode TR39 confusable skeleton (NFD, each character to its prototype,
-  NFD), repeated until nothing changes, then recomposed (NFC) so the guard reads ordinary
-  composed text. Two texts get the same skeleton exactly when TR39 calls them confusable,
-  so a homoglyph swap disappears; ASCII changes too where TR39 says so (`m` -> `rn`,
-  `I`, `1` and `|` -> `l`, `0` -> `O`), which is what the defence costs.
+  NFD), recomposed (NFC) so the guard reads ordinary composed text. Two confusable texts
+  get the same skeleton, so a homoglyph swap disappears; ASCII changes too where TR39 says
+  so (`m` -> `rn`, `I`, `1` and `|` -> `l`, `0` -> `O`), which is what the defence costs.
+  Two additions make it a function a guard can sit behind: the data also pairs some
+  precomposed letters (`ȧ` with `å`), which an NFD-first pass never meets, so each pass maps
+  characters before decomposing too; and passes repeat until nothing changes (one pass
+  leaves a few prototypes mappable again), so it is idempotent.
 
 Each is idempotent, never raises, and leaves text without the characters it targets alone
 (`skeleton` excepted, for the ASCII above).
@@ -22,7 +25,7 @@ import unicodedata
 from margin.confusables import prototypes
 
 #: A single skeleton pass leaves a handful of the data's prototypes mappable again (a
-#: prototype whose NFD holds a source); a few passes reach the fixed point for every one.
+#: prototype whose NFD holds a source); three passes reach the fixed point for every entry.
 MAX_SKELETON_PASSES = 8
 
 
@@ -46,16 +49,18 @@ def strip_marks(text: str) -> str:
     return unicodedata.normalize("NFC", "".join(ch for ch in decomposed if not unicodedata.category(ch).startswith("M")))
 
 
-def _skeleton_pass(decomposed: str, table: dict[str, str]) -> str:
-    return unicodedata.normalize("NFD", "".join(table.get(ch, ch) for ch in decomposed))
+def _skeleton_pass(composed: str, table: dict[str, str]) -> str:
+    """Map each character as given (the data's precomposed letters), then each of its NFD."""
+    mapped = unicodedata.normalize("NFD", "".join(table.get(ch, ch) for ch in composed))
+    return unicodedata.normalize("NFC", "".join(table.get(ch, ch) for ch in mapped))
 
 
 def skeleton(text: str) -> str:
     table = prototypes()
-    current = unicodedata.normalize("NFD", text)
+    current = _skeleton_pass(text, table)  # the text as given: some sources are not NFC (U+1F7D)
     for _ in range(MAX_SKELETON_PASSES):
         mapped = _skeleton_pass(current, table)
         if mapped == current:
             break
         current = mapped
-    return unicodedata.normalize("NFC", current)
+    return current
