@@ -100,7 +100,7 @@ def steps_of(name: str) -> tuple[str, ...]:
     if unknown or not parts:
         bad = unknown[0] if unknown else name
         raise ValueError(f"unknown defence {bad!r}{did_you_mean(bad, (*STEP_ORDER, ALL))}; known: "
-                         f"{', '.join(NORMALIZATIONS)} and their compositions with + "
+                         f"{', '.join((NONE, *NORMALIZATIONS))}, and steps joined by + "
                          f"(such as nfkc+strip-format+skeleton+decode)")
     return tuple(s for s in STEP_ORDER if s in parts)
 

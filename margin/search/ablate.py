@@ -54,7 +54,7 @@ def parse_defences(text: str) -> list[Defence]:
         try:
             normalize = None if label == NONE else canonical(label)
         except ValueError as exc:
-            raise InputError(f"{exc} (or none)", field="--defences") from None
+            raise InputError(str(exc), field="--defences") from None
         if normalize in seen:
             raise InputError(f"{label!r} is the same defence as {seen[normalize]!r}", field="--defences")
         seen[normalize] = label
