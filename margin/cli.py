@@ -95,6 +95,14 @@ def run(
     out_dir = resume or out or default_out_dir(prepared.info.id)
     outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
     print_summary(outcome)
+    if spec.normalize is not None and "decode" in spec.normalize.split("+"):
+        from margin.records import read_jsonl
+        from margin.search.ablate import decoded_calls
+
+        extra = decoded_calls(prepared, read_jsonl(out_dir / "receipts.jsonl"), spec.normalize)
+        asked = sum(r.guard_calls for r in outcome.results)
+        console.print(f"decode: the guard also read {extra:,} decoded texts for the {asked:,} candidates "
+                      f"asked about ({asked + extra:,} guard reads in deployment)")
     try:
         check_coverage(outcome.results, config.max_missing)
     except CoverageError as exc:

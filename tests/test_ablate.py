@@ -201,6 +201,11 @@ def test_cli_ablate_writes_runs_table_and_figures_and_refuses_unknown_defences(i
     assert proc.returncode == 0, proc.stderr
     assert "defence ablation: keyword" in proc.stdout and "flip rate per family" in proc.stdout
     assert {p.name for p in out.iterdir()} >= {"none", "decode", "ablation.json", "ablation.png"}
+    decoded = json.loads((out / "ablation.json").read_text())["defences"][1]["decoded_calls"]
+    single = margin_cli("run", "--guard", "keyword", "--normalize", "decode", "--dataset", dataset, "--suite", suite,
+                        "--search", "exhaustive", "--engine", "local", "--no-cache", "--out", str(tmp_path / "one"))
+    assert single.returncode == 0, single.stderr
+    assert f"decode: the guard also read {decoded:,} decoded texts" in " ".join(single.stdout.split())
     bad = margin_cli("ablate", "--guard", "keyword", "--defences", "none,nfkc,skelton", "--out", str(tmp_path / "bad"))
     assert bad.returncode == 2 and not (tmp_path / "bad").exists()
     assert "--defences" in bad.stderr and "did you mean skeleton" in bad.stderr
