@@ -9,7 +9,7 @@ opens; the family of every prompt's cheapest flip (any search), which shows wher
 now comes from; and the clean verdicts it changes: safe prompts it now blocks, unsafe ones
 it now lets through, and errors it mends.
 
-Pure: everything comes in as results, observations and records; nothing is read or written.
+Pure: everything comes in as results, effects and records; nothing is read or written.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from margin.bootstrap import FIGURES, BootstrapSpec, paired_differences
-from margin.effectiveness import Effect, effectiveness
-from margin.observations import PromptObservations
+from margin.effectiveness import Effect
 from margin.report import figure_value
 from margin.types import LABELS, SearchResult
 
@@ -37,7 +36,7 @@ class DefenceRun:
     run_dir: str
     record: Mapping[str, Any]  # the run's snapshot record: figures, intervals, coverage
     results: Sequence[SearchResult]
-    observations: Sequence[PromptObservations] | None  # exhaustive runs only
+    effects: tuple[list[Effect], list[Effect]] | None  # `effectiveness` per transform, per family; exhaustive only
     guard_calls: int  # candidates the defended guard was asked about (results' guard_calls)
     decoded_calls: int  # further texts `decode` made the guard read for them
 
@@ -135,11 +134,10 @@ def defence_record(base: DefenceRun, run: DefenceRun, budget: float, families: M
         "clean": None if run is base else clean_changes(base.results, run.results, texts),
         "cheapest_flips": cheapest_flip_families(run.results, families),
     }
-    if run.observations is None or base.observations is None:
+    if run.effects is None or base.effects is None:
         out["effectiveness"] = None  # needs every candidate's verdict: --search exhaustive
         return out
-    base_t, base_f = effectiveness(base.observations, families)
-    run_t, run_f = effectiveness(run.observations, families)
+    (base_t, base_f), (run_t, run_f) = base.effects, run.effects
     rows = effect_rows(base_f, run_f)
     out["effectiveness"] = {"families": rows, "transforms": effect_rows(base_t, run_t)}
     out["closes"] = [r["name"] for r in rows if r["status"] == "closed"]

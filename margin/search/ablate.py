@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from margin.ablation import BASELINE, DefenceRun, ablation_record
+from margin.effectiveness import effectiveness
 from margin.errors import InputError
 from margin.guards.make import describe_guard
 from margin.guards.normalize import NONE, canonical, guard_texts, steps_of
@@ -127,7 +128,7 @@ def run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
         runs.append(DefenceRun(
             defence=defence.label, normalize=defence.normalize, run_dir=defence.label,
             record=outcome.snapshot["data"][0], results=outcome.results,
-            observations=from_receipts(receipts, outcome.results) if exhaustive else None,
+            effects=effectiveness(from_receipts(receipts, outcome.results), families) if exhaustive else None,
             guard_calls=sum(r.guard_calls for r in outcome.results),
             decoded_calls=decoded_calls(run, receipts, defence.normalize)))
         outcomes.append(outcome)
