@@ -209,16 +209,21 @@ class NormalizingGuard(Guard):
         return self._info
 
     def classify(self, texts: Sequence[str]) -> list[Verdict | None]:
-        fanned = [guard_texts(t, self.how) for t in texts]
-        unique = list(dict.fromkeys(item for texts_of in fanned for _, item in texts_of))
-        # texts that clean up alike are asked once; decodings can outgrow the inner guard's batch
-        size = max(self.inner.max_batch_size, 1)
+        fanned, unique = self._fan_out(texts)
+        size = max(self.inner.max_batch_size, 1)  # decodings can outgrow the inner guard's batch
         answers: list[Verdict | None] = []
         for start in range(0, len(unique), size):
             answers += self.inner.classify(unique[start:start + size])
-        verdicts = dict(zip(unique, answers, strict=True))
-        return [combine([verdicts[item] for _, item in texts_of], [e for e, _ in texts_of])
-                for texts_of in fanned]
+        return self._join(fanned, dict(zip(unique, answers, strict=True)))
+
+    def _fan_out(self, texts: Sequence[str]) -> tuple[list[list[tuple[str | None, str]]], list[str]]:
+        """Each text's guard texts, and the distinct ones to ask (texts that clean up alike once)."""
+        fanned = [guard_texts(t, self.how) for t in texts]
+        return fanned, list(dict.fromkeys(item for texts_of in fanned for _, item in texts_of))
+
+    @staticmethod
+    def _join(fanned: list[list[tuple[str | None, str]]], verdicts: dict[str, Verdict | None]) -> list[Verdict | None]:
+        return [combine([verdicts[item] for _, item in texts_of], [e for e, _ in texts_of]) for texts_of in fanned]
 
     def close(self) -> None:
         self.inner.close()
