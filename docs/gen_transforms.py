@@ -103,16 +103,18 @@ def render(xstest: Path) -> str:
         "",
         "## Normalisation",
         "",
-        "`margin run --normalize nfkc|strip-format|nfkc+strip-format` runs the guard behind that "
-        "pre-processing, so a snapshot shows how much robustness comes only from it. `nfkc` is "
-        "Unicode NFKC; `strip-format` drops format characters (category Cf: zero-width characters, "
-        "bidi controls, tags, soft hyphen, word joiner) and variation selectors; "
-        "`nfkc+strip-format` strips first, then applies NFKC. The guard's id gains the suffix "
-        "(`keyword+nfkc`), and its params, its caveats and the snapshot's `evaluation` block record "
-        "it, so normalised and raw verdicts never share a cache entry. On the `keyword` guard it "
-        "changes nothing (XSTest: balanced margin 38.13 either way; the sample: 15.86 and 4,511 "
-        "guard calls with `nfkc+strip-format` as without), because the cheapest flip of an unsafe "
-        "prompt is a one-letter homoglyph and margin's homoglyphs are the ones NFKC leaves in place.",
+        "`margin run --normalize NAME` runs the guard behind a defence, so a snapshot shows how much "
+        "robustness comes only from it: `nfkc` (Unicode NFKC), `strip-format` (drops format "
+        "characters, category Cf: zero-width characters, bidi controls, tags, soft hyphen, word "
+        "joiner, and variation selectors), `strip-marks`, `skeleton`, `decode`, steps joined by `+` "
+        "(`nfkc+strip-format` strips first, then applies NFKC) and `all`; `margin ablate` compares "
+        "them side by side ([ablation.md](ablation.md) has each step and what it closes). The "
+        "guard's id gains the suffix (`keyword+nfkc`), and its params, its caveats and the snapshot's "
+        "`evaluation` block record it, so normalised and raw verdicts never share a cache entry. NFKC "
+        "alone changes nothing on the `keyword` guard (XSTest: balanced margin 38.13 either way; the "
+        "sample: 15.86 and 4,511 guard calls with `nfkc+strip-format` as without), because the "
+        "cheapest flip of an unsafe prompt is a one-letter homoglyph and margin's homoglyphs are the "
+        "ones NFKC leaves in place.",
         "",
         "## Edits",
         "",

@@ -82,7 +82,7 @@ class RunConfig:
     base_url: str | None = None
     api_key_env: str | None = None
     threshold: float | None = None
-    normalize: str | None = None  # nfkc | strip-format | nfkc+strip-format, before the guard
+    normalize: str | None = None  # a defence before the guard (margin.guards.normalize), e.g. nfkc+skeleton
 
     def call_settings(self) -> CallSettings:
         return CallSettings(
