@@ -24,11 +24,11 @@ from margin.types import GuardInfo
 BACKENDS = ("transformers", "vllm", "openai")
 # Backend settings a spec may give, per backend. Those marked runtime never change verdicts.
 BACKEND_OPTIONS = {
-    "transformers": {"device", "dtype", "top_logprobs"},
+    "transformers": {"device", "dtype", "top_logprobs", "prefix_cache"},
     "vllm": {"top_logprobs", "engine"},
     "openai": {"top_logprobs", "concurrency", "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s"},
 }
-RUNTIME_OPTIONS = {"device", "concurrency", "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s", "engine"}
+RUNTIME_OPTIONS = {"device", "prefix_cache", "concurrency", "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s", "engine"}
 
 
 class GuardSpec(BaseModel):
