@@ -166,20 +166,27 @@ class TransformersLM:
                 max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                 temperature=None, top_p=None, top_k=None,
                 output_logits=True, return_dict_in_generate=True, pad_token_id=self.pad_id, **extra)
-        new = out.sequences[:, skip + width:].tolist()
-        logprobs = [torch.log_softmax(step.float(), dim=-1) for step in out.logits]
+        sequences = out.sequences[:, skip + width:]
+        # Per step, every row's top candidates and its chosen token's logprob, moved off the
+        # device in one transfer each (element by element, a GPU would wait on every one).
+        tops = []
+        for k, logits in enumerate(out.logits):
+            logprobs = torch.log_softmax(logits.float(), dim=-1)
+            values, indices = logprobs.topk(self.top_logprobs, dim=-1)
+            chosen = logprobs.gather(1, sequences[:, k:k + 1]).squeeze(1)
+            tops.append((values.tolist(), indices.tolist(), chosen.tolist()))
         generations = []
-        for row, tokens in enumerate(new):
+        for row, tokens in enumerate(sequences.tolist()):
             steps, kept, ended = [], [], False
             for k, token in enumerate(tokens):
                 if ended:
                     break
                 kept.append(token)
                 ended = token in self.eos_ids
-                values, indices = logprobs[k][row].topk(self.top_logprobs)
-                top = [(self.decode_one(int(i)), float(v)) for v, i in zip(values, indices, strict=True)]
-                if token not in indices.tolist():
-                    top.append((self.decode_one(token), float(logprobs[k][row, token])))
+                values, indices, chosen = (part[row] for part in tops[k])
+                top = [(self.decode_one(i), v) for v, i in zip(values, indices, strict=True)]
+                if token not in indices:
+                    top.append((self.decode_one(token), chosen))
                 steps.append(Step(self.decode_one(token), tuple(top)))
             text = self.tokenizer.decode(kept, skip_special_tokens=not keep_special)
             raw = self.tokenizer.decode(kept, skip_special_tokens=False)
