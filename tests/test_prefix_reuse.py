@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from benchmarks.llama_guard_3 import TEMPLATE, build
 from margin.guards.backends.lengths import length_chunks
 from margin.guards.backends.prefix import MIN_PREFIX_TOKENS, cache_is_exact, common_prefix, match
-from margin.guards.generation import Generation
+from margin.guards.generation import Generation, GuardRequest
 from margin.guards.make import build_guard, describe_guard, parse_guard_spec
 
 # Mixed lengths and first characters: letters, punctuation that could join the template's
@@ -196,3 +196,16 @@ def test_length_chunks_cut_mixed_lengths_to_little_padding():
     chunks = length_chunks(lengths, min_tokens=100, slack=0.15)
     padded = sum(len(c) * max(lengths[i] for i in c) for c in chunks)
     assert len(chunks) == 2 and padded == sum(lengths)  # one padded batch would be 5,000 tokens for 1,400
+
+
+@pytest.mark.slow
+def test_requests_tokenized_together_equal_one_by_one(gibberish):
+    g = guard(gibberish)
+    backend = g.backend
+    requests = [g.adapter.request(t) for t in TEXTS]
+    # One request the template rejects (roles must alternate) among good ones.
+    bad = GuardRequest(messages=({"role": "assistant", "content": "hi"},))
+    raw = GuardRequest(prompt="<|begin_of_text|>raw prompt")
+    together = backend.render_many([*requests, bad, raw])
+    assert together[:len(TEXTS)] == [backend.render(r) for r in requests]
+    assert isinstance(together[len(TEXTS)], Exception) and together[-1] == backend.render(raw)

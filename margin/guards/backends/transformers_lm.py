@@ -32,6 +32,10 @@ class ContextLengthError(ValueError):
     """An input longer than the model's context: margin never truncates."""
 
 
+class _OneByOne(Exception):
+    """A batch to render request by request."""
+
+
 class TransformersLM:
     def __init__(self, model: str, revision: str | None = None, *, adapter: str | None = None,
                  auto_class: str = "causal", device: str | None = None, dtype: str | None = None,
@@ -112,15 +116,45 @@ class TransformersLM:
             ids = ids[0]
         return [int(i) for i in ids]
 
+    def render_many(self, requests: Sequence[GuardRequest]) -> list[list[int] | Exception]:
+        """`render` for each request, tokenizing requests of the same shape in one call: the
+        tokenizer then encodes them in parallel (one by one, the encoding of a long template
+        would keep a GPU waiting). A batch the template rejects is rendered one by one, so
+        only the requests it rejects get their error."""
+        out: list[list[int] | Exception] = [[] for _ in requests]
+        shapes: dict[str, list[int]] = {}
+        for i, r in enumerate(requests):
+            key = "prompt" if r.prompt is not None else repr((sorted(r.chat_template_kwargs.items()),
+                                                              r.add_generation_prompt))
+            shapes.setdefault(key, []).append(i)
+        for key, rows in shapes.items():
+            try:
+                if self.renderer is not self.tokenizer or len(rows) == 1:
+                    raise _OneByOne
+                first = requests[rows[0]]
+                if key == "prompt":
+                    batch = self.tokenizer([requests[i].prompt for i in rows], add_special_tokens=False)["input_ids"]
+                else:
+                    batch = self.renderer.apply_chat_template(
+                        [list(requests[i].messages or ()) for i in rows], add_generation_prompt=first.add_generation_prompt,
+                        tokenize=True, return_dict=False, **first.chat_template_kwargs)
+                for i, ids in zip(rows, batch, strict=True):
+                    out[i] = [int(t) for t in ids]
+            except Exception:
+                for i in rows:
+                    try:
+                        out[i] = self.render(requests[i])
+                    except Exception as exc:  # a template that rejects the input: no output for it
+                        out[i] = exc
+        return out
+
     def generate(self, requests: Sequence[GuardRequest]) -> list[Generation | Exception]:
         """One Generation per request, or the error that kept it from having one."""
         results: list[Generation | Exception] = [ContextLengthError("not run")] * len(requests)
         groups: dict[tuple[int, bool, tuple[int, ...] | None], list[tuple[int, list[int]]]] = {}
-        for i, request in enumerate(requests):
-            try:
-                ids = self.render(request)
-            except Exception as exc:  # a template that rejects the input: no output for it
-                results[i] = exc
+        for i, (request, ids) in enumerate(zip(requests, self.render_many(requests), strict=True)):
+            if isinstance(ids, Exception):
+                results[i] = ids
                 continue
             if self.context is not None and len(ids) + request.max_new_tokens > self.context:
                 results[i] = ContextLengthError(
