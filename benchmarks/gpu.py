@@ -122,17 +122,18 @@ def measure(tokenizer: Any, calls: Sequence[tuple[str, str]]) -> tuple[int, list
 
     adapter = LlamaGuard("3-8b")
 
-    def render(text: str) -> list[int]:
-        request = adapter.request(text)
-        return list(tokenizer.apply_chat_template(list(request.messages or ()), add_generation_prompt=True,
-                                                  tokenize=True, return_dict=False))
+    def render(texts: Sequence[str]) -> list[list[int]]:
+        out: list[list[int]] = []
+        for i in range(0, len(texts), 4096):  # in batches, which the tokenizer encodes in parallel
+            out.extend(tokenizer.apply_chat_template([list(adapter.request(t).messages or ()) for t in texts[i:i + 4096]],
+                                                     add_generation_prompt=True, tokenize=True, return_dict=False))
+        return out
 
-    common = common_prefix([render(p) for p in PROBES])
+    common = common_prefix(render(PROBES))
+    answers = tokenizer([raw for _, raw in calls], add_special_tokens=False)["input_ids"] if calls else []
     out = []
-    for text, raw in calls:
-        ids = render(text)
-        generated = len(tokenizer(raw, add_special_tokens=False)["input_ids"])
-        out.append((len(ids), generated, len(ids) > len(common) and tuple(ids[:len(common)]) == common))
+    for ids, answer in zip(render([text for text, _ in calls]), answers, strict=True):
+        out.append((len(ids), len(answer), len(ids) > len(common) and tuple(ids[:len(common)]) == common))
     return len(common), out
 
 
