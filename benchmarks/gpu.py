@@ -151,9 +151,7 @@ def plan(args: argparse.Namespace, size: str, dataset: str) -> dict[str, Any]:
     answer = "".join(llama_guard_3.SAFE_ANSWER)
     tokenizer = llama_guard_3.train_tokenizer()
     prefix, lengths = measure(tokenizer, [(t, answer) for t in texts])
-    s = llama_guard_3.SIZES[size]
-    shape = Shape(s.layers, s.hidden, s.heads, s.kv_heads, s.hidden // s.heads, s.intermediate,
-                  s.vocab or len(tokenizer))
+    shape = Shape.of(llama_guard_3.llama_config(size, tokenizer))
     work = count_work(shape, prefix, lengths)
     need = work.flops / GOAL_RUN_S / 1e12
     return {"size": size, "dataset": prepared.dataset.name, "prompts": len(prepared.prompts),

@@ -125,14 +125,7 @@ def build(path: Path, size: str = "tiny", *, seed: int = 0, dtype: str = "float3
     if stamp.is_file() and json.loads(stamp.read_text()) == recipe:
         return path
     tok = train_tokenizer()
-    s = SIZES[size]
-    eot = tok.convert_tokens_to_ids("<|eot_id|>")
-    config = transformers.LlamaConfig(
-        vocab_size=s.vocab or len(tok), hidden_size=s.hidden, intermediate_size=s.intermediate,
-        num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
-        max_position_embeddings=context, rope_theta=500000.0, rms_norm_eps=1e-5,
-        bos_token_id=tok.bos_token_id, eos_token_id=[tok.convert_tokens_to_ids("<|end_of_text|>"), eot],
-        tie_word_embeddings=False, dtype=dtype)
+    config = llama_config(size, tok, dtype=dtype, context=context)
     torch.manual_seed(seed)
     default = torch.get_default_dtype()
     torch.set_default_dtype(getattr(torch, dtype))  # built in its dtype: 8B in fp32 would double the memory
@@ -173,6 +166,19 @@ def token_id(tok: Any, text: str) -> int:
     if len(ids) != 1:
         raise RuntimeError(f"the trained tokenizer splits {text!r}: Llama Guard's answer needs one token each")
     return int(ids[0])
+
+
+def llama_config(size: str, tok: Any, *, dtype: str = "float32", context: int = 8192) -> Any:
+    """The transformers config of a model of `size` over the tokenizer `tok`."""
+    import transformers
+
+    s = SIZES[size]
+    ends = [tok.convert_tokens_to_ids("<|end_of_text|>"), tok.convert_tokens_to_ids("<|eot_id|>")]
+    return transformers.LlamaConfig(
+        vocab_size=s.vocab or len(tok), hidden_size=s.hidden, intermediate_size=s.intermediate,
+        num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
+        max_position_embeddings=context, rope_theta=500000.0, rms_norm_eps=1e-5,
+        bos_token_id=tok.bos_token_id, eos_token_id=ends, tie_word_embeddings=False, dtype=dtype)
 
 
 def answer_safe(model: Any, chain: list[int], runner_up: int, *, signal: float = 64.0, logit: float = 30.0,
