@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.llama_guard_3 import TEMPLATE, build
@@ -174,6 +174,7 @@ def test_common_prefix_and_match():
     assert match([1, 3, 3], prefixes) is None
 
 
+@settings(deadline=None)  # a shared, busy machine: timing is not what is tested
 @given(st.lists(st.integers(1, 300), max_size=60), st.integers(0, 200),
        st.floats(0.0, 1.0), st.integers(1, 2000), st.integers(1, 20000))
 def test_length_chunks_cover_every_row_once_and_respect_their_bounds(lengths, prefix, slack, min_tokens, max_tokens):
