@@ -24,11 +24,11 @@ from margin.types import GuardInfo
 BACKENDS = ("transformers", "vllm", "openai")
 # Backend settings a spec may give, per backend. Those marked runtime never change verdicts.
 BACKEND_OPTIONS = {
-    "transformers": {"device", "dtype", "top_logprobs"},
+    "transformers": {"device", "dtype", "top_logprobs", "prefix_cache"},
     "vllm": {"top_logprobs", "engine"},
     "openai": {"top_logprobs", *LIMIT_OPTIONS},
 }
-RUNTIME_OPTIONS = {"device", "engine", *LIMIT_OPTIONS}
+RUNTIME_OPTIONS = {"device", "engine", "prefix_cache", *LIMIT_OPTIONS}
 
 
 class GuardSpec(BaseModel):
