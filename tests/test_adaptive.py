@@ -268,19 +268,18 @@ def test_a_search_refuses_verdicts_it_did_not_ask_for():
         search.receive(stranger, None)
 
 
-def test_reaction_ranking_stops_at_the_first_single_edit_that_flips():
+def test_a_scoring_guard_is_asked_each_word_alone_first():
     # In the prior's order (longest word first) knocking out "rampart" then "citadel" flips
-    # first, yet "bastion" alone flips: the single-edit reactions find it, asked a few at a
-    # time, so the ranking stops once it is seen instead of asking every word alone.
+    # first, yet "bastion" alone flips: one round of single-word knock-outs finds it.
     guard = WeightedLexiconGuard(weights=CASTLE)
     prompt = Prompt("r", "rampart citadel bastion tower moat keep wall gate", "unsafe")
     assert guard.classify([prompt.text])[0].label == "unsafe"
     results, calls, model, _ = adaptive(guard, [prompt], prior=False)
     assert results[0].flip is not None and "bastion" not in results[0].flip.text
     assert results[0].flip_cost == pytest.approx(model.cost(prompt.text, prompt.text + "x"))
-    # original, knock-out of all 8 words, [rampart], [rampart, citadel], [citadel], then one
-    # round of single-edit reactions (bastion, tower) rather than all six not yet asked.
-    assert results[0].guard_calls == 7
+    # the original, then each of the 8 words knocked out alone, in one round; nothing more
+    # once a single edit flips (no flip is cheaper).
+    assert results[0].guard_calls == 9
 
 
 def test_put_in_stops_looking_for_a_cheaper_flip_after_a_few_more_groups(monkeypatch):

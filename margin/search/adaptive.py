@@ -44,7 +44,7 @@ from margin.search.edits import (
     parse_script,
     rebuild_text,
 )
-from margin.search.probes import PROBE_WORDS, salience_order
+from margin.search.probes import PROBE_WORDS, STOPWORDS, salience_order
 from margin.search.strategies import PromptSearch
 from margin.transforms.base import EditTransform
 from margin.transforms.registry import get_transform, registry
@@ -164,6 +164,7 @@ class AdaptiveSearch(PromptSearch):
         self.waiting: set[Candidate] = set()
         self.log: list[tuple[Candidate, Verdict | None]] = []
         self.finished = False
+        self.helpful: list[Op] = []  # single edits that move a scoring guard toward a flip, best first
         self.plan = self._plan()
         self._advance()
 
@@ -292,12 +293,45 @@ class AdaptiveSearch(PromptSearch):
                 yield from self._prune_incumbent()
             if self._at_floor():
                 return
+            if clean.p_unsafe is not None:
+                yield from self._react_and_combine()
+                if self._at_floor():
+                    return
             if self.prompt.label == "safe":
                 yield from self._put_in()
             if not self._at_floor() and (self.prompt.label == "unsafe" or self.best() is None):
                 yield from self._take_out()
         except OutOfCalls:
             return
+
+    def _react_and_combine(self) -> Asks:
+        """For guards that report p_unsafe: knock out each word alone (one round), rank the
+        words by how far each knock-out moves the guard toward the wrong answer, then knock
+        out the words that help, best first, and keep the fewest that flip."""
+        words = [w for w in self.order if not self._stopword(w)] or list(self.order)
+        for name in [n for n in self.families if self.family_cost.get(n, 1) <= 1][:3]:
+            atoms = knockout_ops(self.text, name, words)
+            if not atoms:
+                continue
+            verdicts = yield from self._ask([self._candidate([a]) for a in atoms])
+            if self._at_floor():
+                return
+            base = self._toward_flip(self.by_text.get(self.text))
+            gains = {a: self._toward_flip(v) - base for a, v in zip(atoms, verdicts, strict=True)}
+            if max(abs(g) for g in gains.values()) < 1e-6:
+                continue  # the guard ignores this family: try the next
+            helpful = sorted((a for a in atoms if gains[a] > 0), key=lambda a: (-gains[a], atoms.index(a)))
+            self.helpful = helpful
+            if len(helpful) > 1 and (yield from self._test(helpful)):
+                kept = yield from self._minimise([], helpful, self._ceiling())
+                if kept is not None:
+                    yield from self._prune(kept)
+            return
+
+    def _stopword(self, index: int) -> bool:
+        start, end = word_spans(self.text)[index]
+        word = self.text[start:end]
+        return word.casefold() in STOPWORDS or len(word) < 3
 
     def _prune_incumbent(self) -> Asks:
         """Flip-then-prune from the standard suite's flip, when it is a set of edits."""
@@ -474,9 +508,10 @@ class AdaptiveSearch(PromptSearch):
                     if since_flip >= MORE_GROUPS_AFTER_A_FLIP:
                         break
                     since_flip += 1
-                if (yield from self._test(group)):
+                boost = [a for a in self.helpful if not conflicts([*group, a], self.text)]
+                if (yield from self._test(boost + group)):
                     since_flip = since_flip or 0
-                    kept = yield from self._minimise([], group)
+                    kept = yield from self._minimise([], boost + group)
                     kept = yield from self._prune(kept)
                     if len(kept) == 1:
                         return
