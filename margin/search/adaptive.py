@@ -57,7 +57,12 @@ DEFAULT_MAX_CALLS = 100
 SINGLES_PER_ROUND = 4
 #: after a put-in level's first flip, how many more of its groups are tried for a cheaper one
 #: (measured on minilm's XSTest safe prompts: the later groups rarely beat it; docs/adaptive.md).
-MORE_GROUPS_AFTER_A_FLIP = 12
+MORE_GROUPS_AFTER_A_FLIP = 3
+#: with scores: in how many of the words whose knock-out helped most (by the prompt's label)
+#: other edit kinds are tried, and how many kinds per word, in one round (measured on
+#: minilm's XSTest prompts against DeepWordBug: docs/adaptive.md).
+TOP_WORDS = {"unsafe": 2, "safe": 1}
+VARIANTS_PER_WORD = 4
 Asks = Generator[list[Candidate], None, Any]
 
 
@@ -293,13 +298,16 @@ class AdaptiveSearch(PromptSearch):
                 yield from self._prune_incumbent()
             if self._at_floor():
                 return
-            if clean.p_unsafe is not None:
+            scored = clean.p_unsafe is not None
+            if scored:
                 yield from self._react_and_combine()
                 if self._at_floor():
                     return
             if self.prompt.label == "safe":
                 yield from self._put_in()
-            if not self._at_floor() and (self.prompt.label == "unsafe" or self.best() is None):
+            # With scores, the knock-outs above already chose words by the guard's reaction:
+            # the guard-blind take-out runs only when they found no flip.
+            if not self._at_floor() and (self.best() is None or (self.prompt.label == "unsafe" and not scored)):
                 yield from self._take_out()
         except OutOfCalls:
             return
@@ -321,12 +329,36 @@ class AdaptiveSearch(PromptSearch):
             if max(abs(g) for g in gains.values()) < 1e-6:
                 continue  # the guard ignores this family: try the next
             helpful = sorted((a for a in atoms if gains[a] > 0), key=lambda a: (-gains[a], atoms.index(a)))
+            helpful = yield from self._variants(helpful, gains, base)
+            if self._at_floor():
+                return
             self.helpful = helpful
             if len(helpful) > 1 and (yield from self._test(helpful)):
                 kept = yield from self._minimise([], helpful, self._ceiling())
                 if kept is not None:
                     yield from self._prune(kept)
             return
+
+    def _variants(self, helpful: list[Op], gains: dict[Op, float], base: float) -> Asks:
+        """Other one-code-point edits inside the words whose knock-out helped most (one round);
+        each word keeps its strongest edit. Returns the helpful edits re-ranked."""
+        spans = word_spans(self.text)
+        visible = [n for n in self.families if self.family_cost.get(n, 1) <= 1 and get_transform(n).visible]
+        tried: list[tuple[Op, Op]] = []  # (the word's knock-out, a variant inside the same word)
+        for atom in helpful[: TOP_WORDS[self.prompt.label]]:
+            index = next(i for i, (start, end) in enumerate(spans) if start <= atom.start < end)
+            for name in [n for n in visible if n != atom.name][:VARIANTS_PER_WORD]:
+                tried.extend((atom, op) for op in knockout_ops(self.text, name, [index]))
+        if not tried:
+            return helpful
+        verdicts = yield from self._ask([self._candidate([op]) for _, op in tried])
+        best = {a: a for a in helpful}
+        for (atom, op), verdict in zip(tried, verdicts, strict=True):
+            gains[op] = self._toward_flip(verdict) - base
+            if gains[op] > gains[best[atom]]:
+                best[atom] = op
+        kept = [best[a] for a in helpful]
+        return [kept[i] for i in sorted(range(len(kept)), key=lambda i: (-gains[kept[i]], i))]
 
     def _stopword(self, index: int) -> bool:
         start, end = word_spans(self.text)[index]
