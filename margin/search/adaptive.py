@@ -543,10 +543,11 @@ class AdaptiveSearch(PromptSearch):
                 boost = [a for a in self.helpful if not conflicts([*group, a], self.text)]
                 if (yield from self._test(boost + group)):
                     since_flip = since_flip or 0
-                    kept = yield from self._minimise([], boost + group)
-                    kept = yield from self._prune(kept)
-                    if len(kept) == 1:
-                        return
+                    kept = yield from self._minimise([], boost + group, self._ceiling())
+                    if kept is not None:
+                        kept = yield from self._prune(kept)
+                        if len(kept) == 1:
+                            return
             if since_flip is not None:
                 return
 
