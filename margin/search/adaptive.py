@@ -17,6 +17,12 @@ wrong, in the guard's answer's direction:
 - put words in (safe prompts): turn harmless words into probe words, or insert them, at the
   fewest edits (approximate matching), trying all placements of one cost level together
   and bisecting the group that flips;
+- with scores (guards that report p_unsafe, either direction): first knock out each content
+  word alone, all in one round, and rank the words by how far each knock-out moves the
+  guard toward the wrong answer; try other edit kinds (one edit of each of the next visible
+  families) in the top words, each word keeping its strongest edit; then knock out every
+  word that helped and keep the fewest that flip. Put-in candidates carry those knock-outs,
+  and the guard-blind take-out runs only when they found no flip;
 - flip, then prune: drop edits one at a time while the candidate still flips;
 - seeded with the standard suite's flip for the prompt (the incumbent), it asks for that
   candidate first and prunes its edits, so its cost never exceeds the suite's.
