@@ -35,13 +35,14 @@ import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.adaptive import SHARED_XSTEST, run  # noqa: E402
+from benchmarks.http_guard import JsonHandler  # noqa: E402
 from margin.guards.base import Guard  # noqa: E402
 from margin.guards.make import load_guard  # noqa: E402
 from margin.types import SearchResult  # noqa: E402
@@ -53,19 +54,11 @@ EPS = 1e-9
 def serve(guard: Guard) -> tuple[HTTPServer, str]:
     """POST /p_unsafe {"texts": [...]} -> {"p_unsafe": [...]}, one request at a time, on a free port."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_POST(self) -> None:  # noqa: N802 (the http.server spelling)
             texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["texts"]
             verdicts = guard.classify(texts)
-            payload = json.dumps({"p_unsafe": [v.p_unsafe if v is not None else None for v in verdicts]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args: Any) -> None:
-            pass
+            self.reply(json.dumps({"p_unsafe": [v.p_unsafe if v is not None else None for v in verdicts]}).encode())
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
