@@ -193,8 +193,10 @@ def print_summary(outcome: Any) -> None:
     title = f"margin — {outcome.snapshot['data'][0]['id']}" + (
         " — ADAPTIVE (upper bounds; not comparable with standard-suite margins)" if adaptive else "")
     table = margins_table(outcome.snapshot["data"][0], title)  # figures with their 95% intervals
-    table.add_row("guard calls", str(outcome.guard_calls))
-    table.add_row("cache hits", str(outcome.cache_hits))
+    # Three counts that differ: what the searches asked, what was sent, what needed no call.
+    table.add_row("texts the searches asked about", f"{sum(r.guard_calls for r in outcome.results):,}")
+    table.add_row("guard calls sent (retries, hedges)", f"{outcome.guard_calls:,}")
+    table.add_row("answered without a call (cache, repeats)", f"{outcome.cache_hits:,}")
     if figures.batches:
         rate = outcome.guard_calls / figures.search_s if figures.search_s else 0.0
         table.add_row("calls per second", f"{rate:,.0f}")
@@ -484,10 +486,18 @@ def report(
     observations = from_receipts(receipts, run.results)
     exhaustive = run.search == "exhaustive" and all(o.complete for o in observations)
     analyses = analyse(observations, run.budget, exhaustive=exhaustive, families=_families())
+    covered = coverage(receipts) if receipts else None
     if as_json:
-        sys.stdout.write(json.dumps({"guard": rec, **analyses}, ensure_ascii=False) + "\n")
+        from margin.records import flip_record
+        from margin.report import cheapest_flips, coverage_record
+
+        cheapest = [{"prompt_id": r.prompt_id, "label": r.label, **(flip_record(r.flip) or {})}
+                    for r in cheapest_flips(run.results, flips)]
+        document = {"guard": rec, "coverage": coverage_record(run.results, covered), "cheapest_flips": cheapest,
+                    **analyses}
+        sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
         return
-    _print_tables(run_tables(rec, run.results, coverage(receipts) if receipts else None, analyses, flips=flips))
+    _print_tables(run_tables(rec, run.results, covered, analyses, flips=flips))
     if run.search != "exhaustive":
         console.print("invariance, per-transform effectiveness and the threshold sweep need --search exhaustive")
 

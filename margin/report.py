@@ -117,15 +117,39 @@ def coverage_table(results: Sequence[SearchResult], coverage: Coverage | None) -
     return table
 
 
+def coverage_record(results: Sequence[SearchResult], coverage: Coverage | None) -> dict[str, Any]:
+    """The coverage table's figures, for `margin report --json`."""
+    prompts = {}
+    for label in LABELS:
+        rs = [r for r in results if r.label == label]
+        scored = [r for r in rs if r.status == "scored"]
+        prompts[label] = {"attempted": len(rs), "valid": sum(r.clean_verdict in LABELS for r in scored),
+                          "invalid": sum(r.clean_verdict == "invalid" for r in scored),
+                          "no_output": sum(r.status == "missing" for r in rs)}
+    out: dict[str, Any] = {"prompts": prompts}
+    if coverage is not None:
+        out["candidates"] = {"attempted": coverage.candidates, "valid": coverage.valid,
+                             "invalid": coverage.invalid, "no_output": coverage.no_output}
+        out["guard_calls"] = {"attempts": coverage.attempts, "failed_attempts": coverage.failed_attempts,
+                              "cache_hits": coverage.cache_hits}
+    return out
+
+
+def cheapest_flips(results: Sequence[SearchResult], limit: int = 10) -> list[SearchResult]:
+    """The cheapest flips found by a transform, cheapest first (ties by prompt id)."""
+    flips = [r for r in results if r.flip is not None]
+    return sorted(flips, key=lambda r: (r.flip_cost, r.prompt_id))[:limit]  # type: ignore[arg-type,return-value]
+
+
 def flips_table(results: Sequence[SearchResult], limit: int = 10) -> Table:
     """The cheapest flips found, invisible characters shown as <U+XXXX>."""
-    flips = sorted((r for r in results if r.flip is not None), key=lambda r: (r.flip_cost, r.prompt_id))  # type: ignore[union-attr]
+    flipped = sum(1 for r in results if r.flip is not None)
     wrong = sum(1 for r in results if r.status == "scored" and r.flip_cost == 0)
-    table = Table(title=f"cheapest flips ({len(flips)} flipped by a transform, {wrong} wrong on the original)")
+    table = Table(title=f"cheapest flips ({flipped} flipped by a transform, {wrong} wrong on the original)")
     for column in ("prompt", "label", "cost", "transform (strength)", "verdict", "transformed text"):
         table.add_column(column, justify="right" if column == "cost" else "left",
                          overflow="fold" if column == "transformed text" else "ellipsis")
-    for r in flips[:limit]:
+    for r in cheapest_flips(results, limit):
         f = r.flip
         assert f is not None
         table.add_row(r.prompt_id, r.label, f"{f.cost:.2f}", f"{f.transform} ({f.strength})", f.verdict,
