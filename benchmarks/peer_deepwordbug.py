@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.adaptive import SHARED_XSTEST, run  # noqa: E402
+from benchmarks.adaptive import run  # noqa: E402
 from benchmarks.http_guard import JsonHandler  # noqa: E402
 from margin.guards.base import Guard  # noqa: E402
 from margin.guards.make import load_guard  # noqa: E402
@@ -142,7 +142,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--guard", default="minilm", help="a guard that reports p_unsafe")
-    default_dataset = os.environ.get("MARGIN_XSTEST") or (str(SHARED_XSTEST) if SHARED_XSTEST.is_file() else "xstest")
+    default_dataset = "xstest"  # the pinned file; $MARGIN_XSTEST names a local copy
     parser.add_argument("--dataset", default=default_dataset)
     parser.add_argument("--textattack-python", default=os.environ.get("TEXTATTACK_PYTHON"),
                         help="the python of TextAttack's environment (default: $TEXTATTACK_PYTHON)")

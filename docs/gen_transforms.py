@@ -3,8 +3,8 @@
     python docs/gen_transforms.py            # write docs/transforms.md
     python docs/gen_transforms.py --check    # exit 1 if the committed page is stale
 
-Suite sizes are measured on XSTest: the CSV at ../shared/data/xstest/xstest_prompts.csv next
-to the repository, or the file `$MARGIN_XSTEST` names. tests/test_docs_transforms.py checks
+Suite sizes are measured on XSTest: the pinned file (`$MARGIN_XSTEST` names a local copy,
+else margin's checksum-verified download). tests/test_docs_transforms.py checks
 that the committed page is exactly this script's output.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -35,7 +34,9 @@ SEED = 0
 
 
 def default_xstest() -> Path:
-    return Path(os.environ.get("MARGIN_XSTEST", REPO.parent / "shared" / "data" / "xstest" / "xstest_prompts.csv"))
+    from margin.datasets import xstest_path
+
+    return xstest_path()
 
 
 @functools.cache
@@ -182,12 +183,13 @@ def render(xstest: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--xstest", type=Path, default=default_xstest(), help="XSTest CSV for suite sizes")
+    parser.add_argument("--xstest", type=Path, help="XSTest CSV for suite sizes (default: the pinned file)")
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/transforms.md is stale")
     args = parser.parse_args(argv)
-    if not args.xstest.is_file():
-        parser.error(f"XSTest CSV not found at {args.xstest} (set MARGIN_XSTEST or --xstest)")
-    page = render(args.xstest)
+    xstest = args.xstest or default_xstest()
+    if not xstest.is_file():
+        parser.error(f"XSTest CSV not found at {xstest} (set MARGIN_XSTEST or --xstest)")
+    page = render(xstest)
     if args.check:
         current = PAGE.read_text("utf-8") if PAGE.is_file() else ""
         if current != page:

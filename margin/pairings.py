@@ -1,6 +1,6 @@
 """The pairings snapshot: guard x protected model, whether a qualifying bypass was found.
 
-Shape (DESIGN.md, as the public Margin pairings API): `meta` holds the snapshot date and url,
+Shape (docs/design.md, as the public Margin pairings API): `meta` holds the snapshot date and url,
 protocol, methodology, `judge`, `thresholds`, `guards` and `models` (each with a stable
 `id`; a model may carry `parameters_b` and `capability_index` for the capability ladder);
 `data` holds one record per tested pair: `guard_id`, `model_id`, `status`
