@@ -35,7 +35,6 @@ from margin.search.run import PreparedRun, RunConfig, RunOutcome, execute, prepa
 from margin.types import SearchResult
 
 
-
 def lower_bound(prepared: PreparedRun, result: SearchResult) -> int:
     candidates = prepared.candidates[result.prompt_id]
     if result.flip_cost == 0:
