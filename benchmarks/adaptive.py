@@ -31,7 +31,6 @@ from margin.guards.make import load_guard  # noqa: E402
 from margin.search.optimum import keyword_regions, safe_optimum, substring_regions, unsafe_optimum  # noqa: E402
 from margin.search.run import RunConfig, execute, prepare  # noqa: E402
 
-SHARED_XSTEST = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "xstest" / "xstest_prompts.csv"
 EPS = 1e-9
 
 
@@ -95,7 +94,8 @@ def _histogram(values: list[int]) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--guard", default="keyword")
-    parser.add_argument("--dataset", default=str(SHARED_XSTEST) if SHARED_XSTEST.is_file() else "xstest")
+    parser.add_argument("--dataset", default="xstest",
+                        help="sample | xstest (the pinned file; $MARGIN_XSTEST names a local copy) | PATH")
     parser.add_argument("--max-calls", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--standard", action="store_true", help="also run the standard suite (cheapest) and compare margins")

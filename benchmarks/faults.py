@@ -31,7 +31,6 @@ from margin.guards.make import parse_guard_spec
 from margin.search.run import RunConfig, execute, prepare
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_XSTEST = REPO.parent / "shared" / "data" / "xstest" / "xstest_prompts.csv"
 
 
 def guard_run(url: str, args: argparse.Namespace, out: Path, **limits: Any) -> dict[str, Any]:
@@ -123,7 +122,8 @@ def show(name: str, runs: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", default=str(SHARED_XSTEST) if SHARED_XSTEST.is_file() else "xstest")
+    parser.add_argument("--dataset", default="xstest",
+                        help="sample | xstest (the pinned file; $MARGIN_XSTEST names a local copy) | PATH")
     parser.add_argument("--prompts", type=int, default=80)
     parser.add_argument("--hang-s", type=float, default=20.0)
     parser.add_argument("--delay-ms", type=float, default=20.0, help="the guard server's time per answer")

@@ -31,7 +31,21 @@ def keyword_label(text: str) -> str:
 LABELS = {"hash": hash_label, "keyword": keyword_label}
 
 
-class SlowChatHandler(BaseHTTPRequestHandler):
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet handler that answers with one JSON body (the benchmarks' local servers)."""
+
+    def reply(self, payload: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class SlowChatHandler(JsonHandler):
     delay_s = 0.05
     label = staticmethod(hash_label)
     protocol_version = "HTTP/1.1"  # keep-alive: the client reuses its connections
@@ -48,14 +62,7 @@ class SlowChatHandler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": label}}],
         }).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.reply(payload)
 
 
 class Server(ThreadingHTTPServer):

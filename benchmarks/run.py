@@ -45,8 +45,6 @@ from margin.search.run import PreparedRun, RunConfig, RunOutcome, execute, prepa
 from margin.search.run import search as run_search
 from margin.types import Candidate, SearchResult
 
-SHARED_XSTEST = Path(__file__).resolve().parents[2] / "shared" / "data" / "xstest" / "xstest_prompts.csv"
-
 
 def lower_bound(candidates: list[Candidate], result: SearchResult) -> int:
     if result.flip_cost == 0:
@@ -216,7 +214,8 @@ def show_search(f: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--guard", default="keyword", help="guard spec, as for `margin run --guard`")
-    parser.add_argument("--dataset", default=str(SHARED_XSTEST) if SHARED_XSTEST.is_file() else "xstest")
+    parser.add_argument("--dataset", default="xstest",
+                        help="sample | xstest (the pinned file; $MARGIN_XSTEST names a local copy) | PATH")
     parser.add_argument("--suite", default="standard")
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--num-cpus", type=float, default=None, help="CPUs per guard actor (torch threads)")

@@ -3,8 +3,8 @@
     python docs/gen_transforms.py            # write docs/transforms.md
     python docs/gen_transforms.py --check    # exit 1 if the committed page is stale
 
-Suite sizes are measured on XSTest: the CSV at ../shared/data/xstest/xstest_prompts.csv next
-to the repository, or the file `$MARGIN_XSTEST` names. tests/test_docs_transforms.py checks
+Suite sizes are measured on XSTest: the pinned file (`$MARGIN_XSTEST` names a local copy,
+else margin's checksum-verified download). tests/test_docs_transforms.py checks
 that the committed page is exactly this script's output.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -35,7 +34,9 @@ SEED = 0
 
 
 def default_xstest() -> Path:
-    return Path(os.environ.get("MARGIN_XSTEST", REPO.parent / "shared" / "data" / "xstest" / "xstest_prompts.csv"))
+    from margin.datasets import xstest_path
+
+    return xstest_path()
 
 
 @functools.cache
@@ -103,16 +104,18 @@ def render(xstest: Path) -> str:
         "",
         "## Normalisation",
         "",
-        "`margin run --normalize nfkc|strip-format|nfkc+strip-format` runs the guard behind that "
-        "pre-processing, so a snapshot shows how much robustness comes only from it. `nfkc` is "
-        "Unicode NFKC; `strip-format` drops format characters (category Cf: zero-width characters, "
-        "bidi controls, tags, soft hyphen, word joiner) and variation selectors; "
-        "`nfkc+strip-format` strips first, then applies NFKC. The guard's id gains the suffix "
-        "(`keyword+nfkc`), and its params, its caveats and the snapshot's `evaluation` block record "
-        "it, so normalised and raw verdicts never share a cache entry. On the `keyword` guard it "
-        "changes nothing (XSTest: balanced margin 38.13 either way; the sample: 15.86 and 4,511 "
-        "guard calls with `nfkc+strip-format` as without), because the cheapest flip of an unsafe "
-        "prompt is a one-letter homoglyph and margin's homoglyphs are the ones NFKC leaves in place.",
+        "`margin run --normalize NAME` runs the guard behind a defence, so a snapshot shows how much "
+        "robustness comes only from it: `nfkc` (Unicode NFKC), `strip-format` (drops format "
+        "characters, category Cf: zero-width characters, bidi controls, tags, soft hyphen, word "
+        "joiner, and variation selectors), `strip-marks`, `skeleton`, `decode`, steps joined by `+` "
+        "(`nfkc+strip-format` strips first, then applies NFKC) and `all`; `margin ablate` compares "
+        "them side by side ([ablation.md](ablation.md) has each step and what it closes). The "
+        "guard's id gains the suffix (`keyword+nfkc`), and its params, its caveats and the snapshot's "
+        "`evaluation` block record it, so normalised and raw verdicts never share a cache entry. NFKC "
+        "alone changes nothing on the `keyword` guard (XSTest: balanced margin 38.13 either way; the "
+        "sample: 15.86 and 4,511 guard calls with `nfkc+strip-format` as without), because the "
+        "cheapest flip of an unsafe prompt is a one-letter homoglyph and margin's homoglyphs are the "
+        "ones NFKC leaves in place.",
         "",
         "## Edits",
         "",
@@ -180,12 +183,13 @@ def render(xstest: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--xstest", type=Path, default=default_xstest(), help="XSTest CSV for suite sizes")
+    parser.add_argument("--xstest", type=Path, help="XSTest CSV for suite sizes (default: the pinned file)")
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/transforms.md is stale")
     args = parser.parse_args(argv)
-    if not args.xstest.is_file():
-        parser.error(f"XSTest CSV not found at {args.xstest} (set MARGIN_XSTEST or --xstest)")
-    page = render(args.xstest)
+    xstest = args.xstest or default_xstest()
+    if not xstest.is_file():
+        parser.error(f"XSTest CSV not found at {xstest} (set MARGIN_XSTEST or --xstest)")
+    page = render(xstest)
     if args.check:
         current = PAGE.read_text("utf-8") if PAGE.is_file() else ""
         if current != page:

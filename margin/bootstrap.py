@@ -131,26 +131,15 @@ def percentile_interval(values: np.ndarray, level: float) -> Interval:
     return Interval(float(low), float(high))
 
 
-def bootstrap_intervals(results: Sequence[SearchResult], budget: float,
-                        budgets: Sequence[float] | None = None,
-                        spec: BootstrapSpec | None = None) -> Intervals:
-    """Intervals for every figure in FIGURES, and RA bands at `budgets` when given."""
-    spec = spec or BootstrapSpec()
-    samples = class_samples(results)
-    rng = np.random.default_rng(spec.seed)
-    margins: dict[str, np.ndarray] = {}
-    accuracy: dict[str, np.ndarray] = {}
-    ra: dict[str, np.ndarray] = {}
-    for label in LABELS:  # one class's counts at a time: they are the big arrays
-        sample = samples[label]
-        if not sample.size:
-            continue
-        counts = class_counts(rng, sample.size, spec.replicates)
-        margins[label] = replicate_margins(counts, sample.costs, budget)
-        accuracy[label] = replicate_accuracy(counts, sample.correct)
-        if budgets is not None:
-            ra[label] = replicate_ra(counts, sample.costs, budgets)
-        del counts
+def _replicates(samples: Mapping[str, ClassSample], counts: Mapping[str, np.ndarray],
+                budget: float) -> dict[str, np.ndarray | None]:
+    """Every figure in FIGURES in each replicate (None: undefined, an empty class)."""
+    margins = {label: replicate_margins(c, samples[label].costs, budget) for label, c in counts.items()}
+    accuracy = {label: replicate_accuracy(c, samples[label].correct) for label, c in counts.items()}
+    return _figures(margins, accuracy)
+
+
+def _figures(margins: Mapping[str, np.ndarray], accuracy: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:
     reps: dict[str, np.ndarray | None] = {
         "unsafe_margin": margins.get("unsafe"),
         "safe_margin": margins.get("safe"),
@@ -162,6 +151,30 @@ def bootstrap_intervals(results: Sequence[SearchResult], budget: float,
     if len(margins) == len(LABELS):
         reps["balanced_margin"] = (margins["unsafe"] + margins["safe"]) / 2
         reps["clean_balanced_accuracy"] = (accuracy["unsafe"] + accuracy["safe"]) / 2
+    return reps
+
+
+def bootstrap_intervals(results: Sequence[SearchResult], budget: float,
+                        budgets: Sequence[float] | None = None,
+                        spec: BootstrapSpec | None = None) -> Intervals:
+    """Intervals for every figure in FIGURES, and RA bands at `budgets` when given."""
+    spec = spec or BootstrapSpec()
+    samples = class_samples(results)
+    rng = np.random.default_rng(spec.seed)
+    margins: dict[str, np.ndarray] = {}
+    accuracy: dict[str, np.ndarray] = {}
+    ra: dict[str, np.ndarray] = {}
+    for label in LABELS:  # one class's counts at a time (the same draws as draw_counts): they are the big arrays
+        sample = samples[label]
+        if not sample.size:
+            continue
+        counts = class_counts(rng, sample.size, spec.replicates)
+        margins[label] = replicate_margins(counts, sample.costs, budget)
+        accuracy[label] = replicate_accuracy(counts, sample.correct)
+        if budgets is not None:
+            ra[label] = replicate_ra(counts, sample.costs, budgets)
+        del counts
+    reps = _figures(margins, accuracy)
     figures: dict[str, Interval | None] = {}
     for name in FIGURES:
         values = reps[name]
@@ -172,3 +185,42 @@ def bootstrap_intervals(results: Sequence[SearchResult], budget: float,
         low, high = np.percentile(values, [tail, 100.0 - tail], axis=0)
         bands[name] = (tuple(float(v) for v in low), tuple(float(v) for v in high))
     return Intervals(figures=figures, bands=bands)
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """`other - base` for one figure, over the prompts both scored, with its paired interval."""
+
+    value: float
+    interval: Interval
+
+    @property
+    def moves(self) -> bool:
+        """Whether the interval leaves out zero: the figure changed beyond resampling noise."""
+        return self.interval.low > 0 or self.interval.high < 0
+
+
+def paired_differences(base: Sequence[SearchResult], other: Sequence[SearchResult], budget: float,
+                       spec: BootstrapSpec | None = None) -> dict[str, Difference | None]:
+    """Per figure in FIGURES, other minus base with a paired bootstrap interval: each replicate
+    draws one resample of the prompts (within class, as `bootstrap_intervals` does, from the
+    same seed) and takes the difference of both figures on it. Only prompts scored in both
+    count, so a missing prompt on either side leaves the pair."""
+    spec = spec or BootstrapSpec()
+    both = ({r.prompt_id for r in base if r.status == "scored"}
+            & {r.prompt_id for r in other if r.status == "scored"})
+    samples_a = class_samples([r for r in base if r.prompt_id in both])
+    samples_b = class_samples([r for r in other if r.prompt_id in both])
+    sizes = {label: s.size for label, s in samples_a.items()}
+    counts = draw_counts(sizes, spec)
+    once = {label: np.ones((1, n), dtype=np.int64) for label, n in sizes.items() if n}
+    reps_a, reps_b = _replicates(samples_a, counts, budget), _replicates(samples_b, counts, budget)
+    point_a, point_b = _replicates(samples_a, once, budget), _replicates(samples_b, once, budget)
+    out: dict[str, Difference | None] = {}
+    for name in FIGURES:
+        a, b, pa, pb = reps_a[name], reps_b[name], point_a[name], point_b[name]
+        if a is None or b is None or pa is None or pb is None:
+            out[name] = None
+            continue
+        out[name] = Difference(float(pb[0] - pa[0]), percentile_interval(b - a, spec.level))
+    return out

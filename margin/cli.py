@@ -50,7 +50,8 @@ def run(
     max_calls: Annotated[int | None, typer.Option(help="adaptive: guard calls per prompt (default 100)")] = None,
     incumbents: Annotated[str | None, typer.Option(help="adaptive: a standard run folder whose flips seed it")] = None,
     normalize: Annotated[str | None, typer.Option(
-        help="normalise every text before the guard: nfkc | strip-format | nfkc+strip-format")] = None,
+        help="a defence before the guard: nfkc | strip-format | strip-marks | skeleton | decode | all, "
+             "or several joined by + (nfkc+strip-format)")] = None,
     engine: Annotated[str, typer.Option(help="ray (guard actors) | local (this process, no Ray)")] = "ray",
     ray_address: Annotated[str | None, typer.Option(help="run on this Ray cluster: auto | HOST:PORT | ray://HOST:PORT (default: $RAY_ADDRESS, else a local Ray started for the run)")] = None,
     replicas: Annotated[int | None, typer.Option(help="guard actors (data parallelism)")] = None,
@@ -107,6 +108,14 @@ def run(
     out_dir = resume or out or default_out_dir(prepared.info.id)
     outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
     print_summary(outcome)
+    if spec.normalize is not None and "decode" in spec.normalize.split("+"):
+        from margin.records import read_jsonl
+        from margin.search.ablate import decoded_calls
+
+        extra = decoded_calls(prepared, read_jsonl(out_dir / "receipts.jsonl"), spec.normalize)
+        asked = sum(r.guard_calls for r in outcome.results)
+        console.print(f"decode: the guard also read {extra:,} decoded texts for the {asked:,} candidates "
+                      f"asked about ({asked + extra:,} guard reads in deployment)")
     try:
         check_coverage(outcome.results, config.max_missing)
     except CoverageError as exc:
@@ -197,8 +206,10 @@ def print_summary(outcome: Any) -> None:
     title = f"margin — {outcome.snapshot['data'][0]['id']}" + (
         " — ADAPTIVE (upper bounds; not comparable with standard-suite margins)" if adaptive else "")
     table = margins_table(outcome.snapshot["data"][0], title)  # figures with their 95% intervals
-    table.add_row("guard calls", str(outcome.guard_calls))
-    table.add_row("cache hits", str(outcome.cache_hits))
+    # Three counts that differ: what the searches asked, what was sent, what needed no call.
+    table.add_row("texts the searches asked about", f"{sum(r.guard_calls for r in outcome.results):,}")
+    table.add_row("guard calls sent (retries, hedges)", f"{outcome.guard_calls:,}")
+    table.add_row("answered without a call (cache, repeats)", f"{outcome.cache_hits:,}")
     if figures.batches:
         rate = outcome.guard_calls / figures.search_s if figures.search_s else 0.0
         table.add_row("calls per second", f"{rate:,.0f}")
@@ -246,6 +257,87 @@ def merge(
     except CoverageError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
+
+
+
+@app.command()
+def ablate(
+    guard: Annotated[str, typer.Option(help="a preset (margin guards list) | keyword | minilm | "
+                                            "python:FILE.py:Class | a guard file (.yaml)")],
+    defences: Annotated[str, typer.Option(help="comma-separated: none, nfkc, strip-format, strip-marks, skeleton, "
+                                               "decode, all, or compositions such as nfkc+skeleton")] = (
+        "none,nfkc,strip-format,skeleton,strip-marks,decode,all"),
+    dataset: Annotated[str, typer.Option(help="sample | xstest | PATH (.csv, .jsonl, .parquet)")] = "sample",
+    suite: Annotated[str, typer.Option(help="standard | quick | PATH to a suite YAML")] = "standard",
+    budget: Annotated[float, typer.Option(help="largest tested cost B")] = 100.0,
+    search: Annotated[str, typer.Option(help="exhaustive (per-family effectiveness) | cheapest (margins only)")] = "exhaustive",
+    seed: Annotated[int, typer.Option(help="seed for every transform")] = 0,
+    limit: Annotated[int | None, typer.Option(help="only the first N prompts")] = None,
+    cost_norm: Annotated[str, typer.Option(help="corpus | prompt")] = "corpus",
+    batch_size: Annotated[int, typer.Option(help="texts per guard call")] = 64,
+    out: Annotated[Path | None, typer.Option(help="output folder (default runs/ablate-<guard>-<time>)")] = None,
+    backend: Annotated[str | None, typer.Option(help="transformers | vllm | openai (the preset's default)")] = None,
+    model: Annotated[str | None, typer.Option(help="checkpoint or served model name; REPO@COMMIT pins")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (--backend openai)")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="NAME of the env var holding the API key")] = None,
+    threshold: Annotated[float | None, typer.Option(help="unsafe when p_unsafe >= this (default 0.5)")] = None,
+    engine: Annotated[str, typer.Option(help="ray (guard actors) | local (this process, no Ray)")] = "ray",
+    ray_address: Annotated[str | None, typer.Option(help="run on this Ray cluster (default: $RAY_ADDRESS, else a local Ray)")] = None,
+    replicas: Annotated[int | None, typer.Option(help="guard actors (data parallelism)")] = None,
+    num_cpus: Annotated[float | None, typer.Option(help="CPUs per guard actor")] = None,
+    num_gpus: Annotated[float | None, typer.Option(help="GPUs per guard actor")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the verdict cache")] = False,
+    max_missing: Annotated[str, typer.Option(help="fail past this share of prompts without a verdict (1% or 0.01)")] = "1%",
+    max_attempts: Annotated[int, typer.Option(help="attempts per text before it counts as missing")] = 3,
+    call_timeout: Annotated[float, typer.Option(help="seconds a guard batch may take before it counts as hung")] = 300.0,
+) -> None:
+    """One run per defence in front of the guard, on shared candidates: margins, changes against
+    none with paired intervals, what each defence closes per family, and what it costs."""
+    from margin.guards.make import parse_guard_spec
+    from margin.report import ablation_tables
+    from margin.search.ablate import parse_defences, prepare_ablation, run_ablation
+    from margin.search.run import (
+        CoverageError,
+        RunConfig,
+        check_coverage,
+        check_out_dir,
+        default_out_dir,
+        execute,
+    )
+
+    chosen = parse_defences(defences)
+    if max_attempts < 1:
+        raise InputError("must be at least 1", field="--max-attempts")
+    spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
+                            threshold=threshold, replicas=replicas, num_cpus=num_cpus, num_gpus=num_gpus)
+    config = RunConfig(guard=spec, dataset=dataset, suite=suite, budget=budget, search=search, seed=seed,
+                       limit=limit, cost_norm=cost_norm,  # type: ignore[arg-type]
+                       batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
+                       ray_address=ray_address, cache=not no_cache,
+                       max_missing=parse_share(max_missing, "--max-missing"), max_attempts=max_attempts,
+                       call_timeout_s=call_timeout)
+    prepared = prepare_ablation(config, chosen)
+    out_dir = out or default_out_dir(f"ablate-{spec.id or guard}")
+    check_out_dir(out_dir)
+
+    def one(run: Any, folder: Path) -> Any:
+        return execute_with_progress(run, folder, False, execute)
+
+    def start(defence: Any, index: int, total: int) -> None:
+        err.print(f"[{index + 1}/{total}] {defence.label}", highlight=False)
+
+    outcome = run_ablation(prepared, out_dir, families=_families(), execute_one=one, on_start=start)
+    _print_tables(ablation_tables(outcome.record))
+    console.print(f"wrote {out_dir}/: one run folder per defence, {', '.join(p.name for p in outcome.files)}")
+    failed = []
+    for (defence, _), result in zip(prepared, outcome.outcomes, strict=True):
+        try:
+            check_coverage(result.results, config.max_missing)
+        except CoverageError as exc:
+            failed.append(f"{defence.label}: {exc}")
+    if failed:
+        err.print("error: " + " | ".join(failed), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 @transforms_app.command("list")
@@ -407,10 +499,18 @@ def report(
     observations = from_receipts(receipts, run.results)
     exhaustive = run.search == "exhaustive" and all(o.complete for o in observations)
     analyses = analyse(observations, run.budget, exhaustive=exhaustive, families=_families())
+    covered = coverage(receipts) if receipts else None
     if as_json:
-        sys.stdout.write(json.dumps({"guard": rec, **analyses}, ensure_ascii=False) + "\n")
+        from margin.records import flip_record
+        from margin.report import cheapest_flips, coverage_record
+
+        cheapest = [{"prompt_id": r.prompt_id, "label": r.label, **(flip_record(r.flip) or {})}
+                    for r in cheapest_flips(run.results, flips)]
+        document = {"guard": rec, "coverage": coverage_record(run.results, covered), "cheapest_flips": cheapest,
+                    **analyses}
+        sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
         return
-    _print_tables(run_tables(rec, run.results, coverage(receipts) if receipts else None, analyses, flips=flips))
+    _print_tables(run_tables(rec, run.results, covered, analyses, flips=flips))
     if run.search != "exhaustive":
         console.print("invariance, per-transform effectiveness and the threshold sweep need --search exhaustive")
 

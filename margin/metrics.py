@@ -1,4 +1,4 @@
-"""Margins, clean accuracy and robust-accuracy curves, exactly as DESIGN.md defines them.
+"""Margins, clean accuracy and robust-accuracy curves, exactly as docs/design.md defines them.
 
 For prompt i with label y_i and flip cost c_i (0 if the original verdict is wrong, else the
 cheapest flipping candidate's cost, else the budget B):

@@ -1,5 +1,5 @@
 """Plots: robust-accuracy curves with bootstrap bands, FPR vs FNR, the per-transform
-effectiveness heatmap, the pairing matrix and the capability ladder.
+effectiveness heatmap, the pairing matrix, the capability ladder and a defence ablation.
 
 Each `*_figure` function returns a matplotlib Figure built without pyplot (no global state,
 no display needed; a notebook shows it as it is). `save` writes it as PNG and SVG with no
@@ -199,4 +199,56 @@ def capability_ladder_figure(pairings: Mapping[str, Any], guard_id: str | None =
     fig.colorbar(ScalarMappable(norm=Normalize(0, 1), cmap=cmap), ax=ax,
                  label="share of guards with a bypass found" if guard_id is None else "bypass found")
     ax.set_title(title or ("capability ladder" + (f": {guard_id}" if guard_id else "")))
+    return fig
+
+
+ABLATION_FIGURES = (("balanced_margin", "balanced margin", "#444444"),
+                    ("unsafe_margin", "unsafe margin", CLASS_COLOURS["unsafe"]),
+                    ("safe_margin", "safe margin", CLASS_COLOURS["safe"]),
+                    ("clean_balanced_accuracy", "clean balanced accuracy %", "#9b59b6"))
+
+
+def _ablation_point(defence: Mapping[str, Any], figure: str, change: bool) -> tuple[float | None, Any]:
+    """(value, interval) of a figure, or of its change against no defence (0 for none itself)."""
+    if not change:
+        return defence["figures"][figure]["value"], defence["figures"][figure]["interval"]
+    if defence["change"] is None:
+        return 0.0, None
+    diff = defence["change"].get(figure)
+    return (diff["difference"], diff["interval"]) if diff else (None, None)
+
+
+def ablation_figure(defences: Sequence[Mapping[str, Any]], title: str = "") -> Figure:
+    """Per defence (an `ablation.json` entry): the margins and clean balanced accuracy with their
+    95% intervals, and their change against no defence with the paired 95% interval (a margin
+    gained by blocking less shows beside the accuracy it costs)."""
+    fig = _new_figure(max(7.0, 2.5 + 1.3 * len(defences)), 4.4)
+    axes = fig.subplots(1, 2)
+    width = 0.8 / len(ABLATION_FIGURES)
+    for ax, change in zip(axes, (False, True), strict=True):
+        for k, (figure, label, colour) in enumerate(ABLATION_FIGURES):
+            offset = (k - (len(ABLATION_FIGURES) - 1) / 2) * width
+            xs, ys, below, above = [], [], [], []
+            for i, defence in enumerate(defences):
+                value, interval = _ablation_point(defence, figure, change)
+                if value is None:
+                    continue
+                xs.append(i + offset)
+                ys.append(value)
+                below.append(value - interval[0] if interval else 0.0)
+                above.append(interval[1] - value if interval else 0.0)
+            ax.errorbar(xs, ys, yerr=[below, above], fmt="o", color=colour, label=label, capsize=3,
+                        markersize=4, linewidth=1.2)
+        ax.set_xticks(range(len(defences)), [str(d["defence"]) for d in defences], rotation=30, ha="right",
+                      fontsize="small")
+        ax.grid(alpha=0.3, axis="y")
+    axes[0].set_ylabel("margin, or accuracy in % (0-100)")
+    axes[0].set_title("margins and clean accuracy [95% CI]")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=len(ABLATION_FIGURES),
+               fontsize="small")
+    axes[1].axhline(0.0, color="#888888", linewidth=0.8)
+    axes[1].set_ylabel("defence minus none")
+    axes[1].set_title("change against none [paired 95% CI]")
+    if title:
+        fig.suptitle(title)
     return fig

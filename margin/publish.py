@@ -3,7 +3,8 @@ snapshot from paired studies, each written once under a name made of its date an
 hash, with `meta.snapshot_url` pointing at that name.
 
 Margins are comparable only within one protocol: the runs must share dataset (bytes), suite
-(bytes), budget, cost norm and prompt set, or publish refuses and says what differs.
+(bytes), budget, cost norm, prompt set and defence (`--normalize`, with its version), or
+publish refuses and says what differs.
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ def _named(run: RunDir, key: str) -> str:
     return f"{block.get('name')} (sha256 {str(block.get('sha256'))[:12]})"
 
 
+def _defence(run: RunDir) -> str:
+    """The pre-processing in front of the guard (`--normalize`), with its version where recorded."""
+    params = dict(run.guard.params)
+    version = params.get("normalize_version")
+    return params.get("normalize", "none") + (f" ({version})" if version else "")
+
+
 #: What must match for margins to be ranked together: (name, how to read it from a run).
 COMPARABLE: tuple[tuple[str, Callable[[RunDir], str]], ...] = (
     ("dataset", lambda run: _named(run, "dataset")),
@@ -46,6 +54,8 @@ COMPARABLE: tuple[tuple[str, Callable[[RunDir], str]], ...] = (
     ("budget", lambda run: f"{run.budget:g}"),
     ("cost norm", lambda run: str(run.manifest.get("cost_norm"))),
     ("prompt set", _prompt_set),
+    # A defence changes what is measured: guards behind different pre-processing are not ranked together.
+    ("defence (--normalize)", _defence),
 )
 
 

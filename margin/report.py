@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from margin.display import make_visible
@@ -116,15 +117,39 @@ def coverage_table(results: Sequence[SearchResult], coverage: Coverage | None) -
     return table
 
 
+def coverage_record(results: Sequence[SearchResult], coverage: Coverage | None) -> dict[str, Any]:
+    """The coverage table's figures, for `margin report --json`."""
+    prompts = {}
+    for label in LABELS:
+        rs = [r for r in results if r.label == label]
+        scored = [r for r in rs if r.status == "scored"]
+        prompts[label] = {"attempted": len(rs), "valid": sum(r.clean_verdict in LABELS for r in scored),
+                          "invalid": sum(r.clean_verdict == "invalid" for r in scored),
+                          "no_output": sum(r.status == "missing" for r in rs)}
+    out: dict[str, Any] = {"prompts": prompts}
+    if coverage is not None:
+        out["candidates"] = {"attempted": coverage.candidates, "valid": coverage.valid,
+                             "invalid": coverage.invalid, "no_output": coverage.no_output}
+        out["guard_calls"] = {"attempts": coverage.attempts, "failed_attempts": coverage.failed_attempts,
+                              "cache_hits": coverage.cache_hits}
+    return out
+
+
+def cheapest_flips(results: Sequence[SearchResult], limit: int = 10) -> list[SearchResult]:
+    """The cheapest flips found by a transform, cheapest first (ties by prompt id)."""
+    flips = [r for r in results if r.flip is not None]
+    return sorted(flips, key=lambda r: (r.flip_cost, r.prompt_id))[:limit]  # type: ignore[arg-type,return-value]
+
+
 def flips_table(results: Sequence[SearchResult], limit: int = 10) -> Table:
     """The cheapest flips found, invisible characters shown as <U+XXXX>."""
-    flips = sorted((r for r in results if r.flip is not None), key=lambda r: (r.flip_cost, r.prompt_id))  # type: ignore[union-attr]
+    flipped = sum(1 for r in results if r.flip is not None)
     wrong = sum(1 for r in results if r.status == "scored" and r.flip_cost == 0)
-    table = Table(title=f"cheapest flips ({len(flips)} flipped by a transform, {wrong} wrong on the original)")
+    table = Table(title=f"cheapest flips ({flipped} flipped by a transform, {wrong} wrong on the original)")
     for column in ("prompt", "label", "cost", "transform (strength)", "verdict", "transformed text"):
         table.add_column(column, justify="right" if column == "cost" else "left",
                          overflow="fold" if column == "transformed text" else "ellipsis")
-    for r in flips[:limit]:
+    for r in cheapest_flips(results, limit):
         f = r.flip
         assert f is not None
         table.add_row(r.prompt_id, r.label, f"{f.cost:.2f}", f"{f.transform} ({f.strength})", f.verdict,
@@ -207,3 +232,77 @@ def run_tables(record: Mapping[str, Any], results: Sequence[SearchResult], cover
 
 def _singular(level: str) -> str:
     return {"transforms": "transform", "families": "family"}[level]
+
+
+ABLATION_COLUMNS = (("balanced_margin", "balanced"), ("unsafe_margin", "unsafe"), ("safe_margin", "safe"),
+                    ("clean_balanced_accuracy", "clean bal. acc. %"))
+
+
+def change_cell(change: Mapping[str, Any] | None) -> str:
+    """`+1.23 [0.40, 2.10] *`: the change with its paired interval, starred when it leaves out 0."""
+    if change is None:
+        return "—"
+    low, high = change["interval"]
+    return f"{change['difference']:+.2f} [{low:+.2f}, {high:+.2f}]" + (" *" if change["moves"] else "")
+
+
+def ablation_margins_table(record: Mapping[str, Any]) -> Table:
+    table = Table(title=escape(f"defence ablation: {record['meta']['guard']} (value [95% CI]; change against "
+                               "none [paired 95% CI], * where it leaves out 0)"))
+    table.add_column("defence", no_wrap=True)
+    for _, name in ABLATION_COLUMNS:
+        table.add_column(name, justify="right")
+        table.add_column("change", justify="right")
+    table.add_column("guard calls (+decoded)", justify="right")
+    for d in record["defences"]:
+        cells = []
+        for figure, _ in ABLATION_COLUMNS:
+            f = d["figures"][figure]
+            cells += [with_ci(f["value"], f["interval"]), "" if d["change"] is None else change_cell(d["change"][figure])]
+        calls = f"{d['guard_calls']:,}" + (f" (+{d['decoded_calls']:,})" if d["decoded_calls"] else "")
+        table.add_row(d["defence"], *cells, calls)
+    return table
+
+
+def ablation_families_table(record: Mapping[str, Any]) -> Table:
+    """Flip rate per family (all prompts right originally) under each defence."""
+    defences = record["defences"]
+    table = Table(title="flip rate per family: flipped / prompts right originally (closed: flips under none, none now)")
+    table.add_column("family", no_wrap=True)
+    for d in defences:
+        table.add_column(d["defence"], justify="right")
+    by_defence = [{r["name"]: r for r in d["effectiveness"]["families"]} for d in defences]
+    for name in by_defence[0]:
+        cells = []
+        for rows in by_defence:
+            r = rows.get(name)
+            if r is None or r["all"]["flip_rate"] is None:
+                cells.append("—")
+                continue
+            mark = {"closed": " closed", "opened": " opened"}.get(r["status"], "")
+            cells.append(f"{r['all']['flipped']}/{r['all']['eligible']}{mark}")
+        table.add_row(name, *cells)
+    return table
+
+
+def ablation_clean_table(record: Mapping[str, Any], top: int = 3) -> Table:
+    table = Table(title="what else changes: clean verdicts against none, and where each prompt's cheapest flip now comes from")
+    for column in ("defence", "safe now blocked", "unsafe now allowed", "errors mended",
+                   "cheapest unsafe flips", "cheapest safe flips"):
+        table.add_column(column, justify="left" if column in ("defence",) or column.startswith("cheapest") else "right")
+    for d in record["defences"]:
+        clean = d["clean"] or {}
+        counts = [str(len(clean.get(k, []))) if d["clean"] is not None else ""
+                  for k in ("false_blocks_added", "false_allows_added", "errors_fixed")]
+        flips = [", ".join(f"{name} {n}" for name, n in list(d["cheapest_flips"][label].items())[:top])
+                 for label in LABELS]
+        table.add_row(d["defence"], *counts, *flips)
+    return table
+
+
+def ablation_tables(record: Mapping[str, Any]) -> list[Table]:
+    tables = [ablation_margins_table(record)]
+    if all(d.get("effectiveness") for d in record["defences"]):
+        tables.append(ablation_families_table(record))
+    tables.append(ablation_clean_table(record))
+    return tables

@@ -102,7 +102,7 @@ class Flip:
 class SearchResult:
     """The outcome of one prompt's search.
 
-    `flip_cost` is c_i of DESIGN.md (already capped at the budget); None when `status`
+    `flip_cost` is c_i of docs/design.md (already capped at the budget); None when `status`
     is `missing` (lost coverage: never scored).
     """
 
@@ -132,7 +132,7 @@ class Curve:
 
 @dataclass(frozen=True, slots=True)
 class MarginReport:
-    """Every headline figure of one run, in DESIGN.md's units."""
+    """Every headline figure of one run, in docs/design.md's units."""
 
     budget: float
     unsafe_margin: float | None

@@ -3,11 +3,13 @@
 `SubstringLexiconGuard` blocks a text holding any term anywhere (occurrences may overlap,
 so breaking them is true interval stabbing). `WeightedLexiconGuard` reports a score, the
 summed weights of the distinct words present, and blocks at or above a threshold: a guard
-with graded reactions whose cheapest flip needs several words knocked out.
+with graded reactions whose cheapest flip needs several words knocked out. Negative weights
+make benign context: a safe prompt then flips when its benign words are knocked out.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -68,5 +70,6 @@ class WeightedLexiconGuard(Guard):
         out: list[Verdict | None] = []
         for text in texts:
             s = self.score(text)
-            out.append(Verdict("unsafe" if s >= self.threshold else "safe", p_unsafe=min(s / 2, 1.0), raw=f"{s:.2f}"))
+            p = 1.0 / (1.0 + math.exp(-4.0 * (s - self.threshold)))  # >= 0.5 exactly when blocked
+            out.append(Verdict("unsafe" if s >= self.threshold else "safe", p_unsafe=p, raw=f"{s:.2f}"))
         return out

@@ -68,7 +68,10 @@ class FakeOpenAI:
                         with server.lock:
                             server.in_flight -= 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+        self.httpd.request_queue_size = 1024  # the engine opens many connections at once; 5 refuses bursts
+        self.httpd.server_bind()
+        self.httpd.server_activate()
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from margin.bootstrap import (
     bootstrap_intervals,
     counts_from_draws,
     draw_counts,
+    paired_differences,
     percentile_interval,
     replicate_accuracy,
     replicate_margins,
@@ -157,3 +159,61 @@ def test_slices_by_type_and_tag_columns():
     assert slices["type"]["a"].report.balanced_margin == pytest.approx(30.0)
     assert slices["lang"]["fr"].report.safe_margin is None
     assert slices["tags"]["y"].report.unsafe_margin == pytest.approx(20.0)
+
+
+# -- paired differences (margin ablate's change against no defence) ------------------------
+
+def shifted(results: list[SearchResult], label: str, by: float) -> list[SearchResult]:
+    return [replace(r, flip_cost=min(r.flip_cost + by, 100.0)) if r.label == label else r for r in results]
+
+
+def test_paired_difference_equals_an_independent_loop_over_shared_draws():
+    """One draw per replicate (unsafe class, then safe, each sorted by id) serves both runs."""
+    spec = BootstrapSpec(replicates=200, seed=7)
+    base = toy()
+    new_costs = dict(zip([r.prompt_id for r in base], (10.0, 30.0, 0.0, 5.0, 10.0, 40.0, 70.0, 80.0, 40.0), strict=True))
+    other = [replace(r, flip_cost=new_costs[r.prompt_id]) for r in base]
+    got = paired_differences(base, other, 100.0, spec)["balanced_margin"]
+    assert got is not None
+    rng = np.random.default_rng(7)
+    unsafe = sorted(r.prompt_id for r in base if r.label == "unsafe")
+    safe = sorted(r.prompt_id for r in base if r.label == "safe")
+    cost_a = {r.prompt_id: r.flip_cost for r in base}
+    draws_u = rng.integers(0, len(unsafe), size=(200, len(unsafe)))
+    draws_s = rng.integers(0, len(safe), size=(200, len(safe)))
+
+    def balanced(costs: dict, du: np.ndarray, ds: np.ndarray) -> float:
+        return (sum(costs[unsafe[i]] for i in du) / len(du) + sum(costs[safe[i]] for i in ds) / len(ds)) / 2
+
+    diffs = [balanced(new_costs, du, ds) - balanced(cost_a, du, ds) for du, ds in zip(draws_u, draws_s, strict=True)]
+    everyone = (np.arange(len(unsafe)), np.arange(len(safe)))
+    assert got.value == pytest.approx(balanced(new_costs, *everyone) - balanced(cost_a, *everyone))
+    assert (got.interval.low, got.interval.high) == pytest.approx(tuple(np.percentile(diffs, [2.5, 97.5])), abs=1e-9)
+
+
+def test_a_uniform_shift_has_a_point_interval_only_when_resamples_are_shared():
+    base = toy()
+    other = shifted(base, "safe", 0.0)  # the same results ...
+    assert all(d is not None and d.value == 0 and d.interval.as_list() == [0.0, 0.0] and not d.moves
+               for d in paired_differences(base, other, 100.0).values())
+    low = [replace(r, flip_cost=min(r.flip_cost, 40.0)) for r in base]  # costs all <= 40
+    other = shifted(low, "unsafe", 10.0)  # ... every unsafe prompt 10 dearer
+    diffs = paired_differences(low, other, 100.0)
+    unsafe, balanced, safe = diffs["unsafe_margin"], diffs["balanced_margin"], diffs["safe_margin"]
+    assert unsafe is not None and balanced is not None and safe is not None
+    assert unsafe.interval.low == pytest.approx(10.0) and unsafe.interval.high == pytest.approx(10.0) and unsafe.moves
+    assert balanced.value == pytest.approx(5.0) and balanced.interval.high - balanced.interval.low < 1e-9
+    assert safe.interval.as_list() == [0.0, 0.0]
+    # unpaired intervals of the two runs overlap widely: pairing is what makes the change visible
+    a, b = bootstrap_intervals(low, 100.0), bootstrap_intervals(other, 100.0)
+    assert a.figures["unsafe_margin"].high > b.figures["unsafe_margin"].low  # type: ignore[union-attr]
+
+
+def test_paired_difference_keeps_only_prompts_scored_in_both():
+    base = toy()
+    other = [replace(r, status="missing", flip_cost=None) if r.prompt_id == "u3" else r for r in base]
+    other = shifted(other, "safe", 0.0)
+    d = paired_differences(base, other, 100.0)["unsafe_margin"]
+    assert d is not None and d.value == 0.0  # u3 (cost 60) left out of both sides, not of one
+    only_base = paired_differences(base, [r for r in base if r.label == "unsafe"], 100.0)
+    assert only_base["safe_margin"] is None and only_base["balanced_margin"] is None

@@ -47,7 +47,13 @@ def test_report_cli_on_an_exhaustive_run(tmp_path):
         assert expected in proc.stdout, expected
     proc = margin("report", str(run), "--json")
     payload = json.loads(proc.stdout)
-    assert set(payload) == {"guard", "invariance", "effectiveness", "sweep"}
+    assert set(payload) == {"guard", "coverage", "cheapest_flips", "invariance", "effectiveness", "sweep"}
+    results = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    flipped = sorted((r["flip"]["cost"], r["prompt_id"]) for r in results if r["flip"])
+    assert [(f["cost"], f["prompt_id"]) for f in payload["cheapest_flips"]] == flipped[:10]  # the text report's list
+    prompts = payload["coverage"]["prompts"]
+    assert sum(p["attempted"] for p in prompts.values()) == len(results)
+    assert payload["coverage"]["candidates"]["attempted"] > len(results)
     snapshot = json.loads((run / "snapshot.json").read_text())["data"][0]
     assert payload["guard"]["confidence_intervals"] == snapshot["confidence_intervals"]
     assert margin("report", str(tmp_path / "nowhere")).returncode == 2

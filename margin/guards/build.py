@@ -56,5 +56,6 @@ def build_preset(spec: GuardSpec, preset: Preset, info: GuardInfo) -> Guard:
 
         chat = TransformersLM(base or model, None if lora else revision, adapter=lora,
                               auto_class=preset.auto_class, device=options.get("device"),
-                              dtype=options.get("dtype"), top_logprobs=top)
+                              dtype=options.get("dtype"), top_logprobs=top,
+                              prefix_cache=bool(options.get("prefix_cache", True)))
     return GenerativeGuard(adapter, chat, info, max_batch_size=spec.max_batch_size or 16)

@@ -56,6 +56,20 @@ class GenerativeGuard(Guard):
         self._info = info
         self.max_batch_size = max_batch_size
         self.remote = bool(getattr(backend, "remote", False))
+        self.prefix_tokens = self.share_prefixes()
+
+    def share_prefixes(self) -> list[int]:
+        """Tell a backend that can reuse a shared template prefix (transformers) what each of
+        the adapter's requests looks like around different texts; the lengths it shares."""
+        share = getattr(self.backend, "share_prefix", None)
+        if share is None:
+            return []
+        from margin.guards.backends.prefix import PROBES
+
+        slots = [self.adapter.requests(probe) for probe in PROBES]
+        if len({len(s) for s in slots}) != 1:  # requests that depend on the text: nothing shared
+            return []
+        return [share(list(requests)) for requests in zip(*slots, strict=True)]
 
     @property
     def info(self) -> GuardInfo:

@@ -19,17 +19,16 @@ from margin.errors import InputError
 from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, Preset
 from margin.guards.secrets import check_env_name
 from margin.hashing import canonical_json, sha256_text
-from margin.suggest import did_you_mean
 from margin.types import GuardInfo
 
 BACKENDS = ("transformers", "vllm", "openai")
 # Backend settings a spec may give, per backend. Those marked runtime never change verdicts.
 BACKEND_OPTIONS = {
-    "transformers": {"device", "dtype", "top_logprobs"},
+    "transformers": {"device", "dtype", "top_logprobs", "prefix_cache"},
     "vllm": {"top_logprobs", "engine"},
     "openai": {"top_logprobs", *LIMIT_OPTIONS},
 }
-RUNTIME_OPTIONS = {"device", "engine", *LIMIT_OPTIONS}
+RUNTIME_OPTIONS = {"device", "engine", "prefix_cache", *LIMIT_OPTIONS}
 
 
 class GuardSpec(BaseModel):
@@ -52,7 +51,7 @@ class GuardSpec(BaseModel):
     threshold: float | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     backend_options: dict[str, Any] = Field(default_factory=dict)
-    # Pre-processing before the guard (`--normalize`): part of the guard's identity.
+    # A defence before the guard (`--normalize`, canonical name): part of the guard's identity.
     normalize: str | None = None
 
     num_cpus: float = 1.0
@@ -77,12 +76,10 @@ class GuardSpec(BaseModel):
     @field_validator("normalize")
     @classmethod
     def _normalize(cls, value: str | None) -> str | None:
-        from margin.guards.normalize import NORMALIZATIONS
+        from margin.guards.normalize import NONE, canonical
 
-        if value is not None and value not in NORMALIZATIONS:
-            raise ValueError(f"unknown normalisation {value!r}; expected one of {', '.join(NORMALIZATIONS)}"
-                             f"{did_you_mean(value, NORMALIZATIONS)}")
-        return value
+        # One name per defence (`strip-format+nfkc` is `nfkc+strip-format`); `none` is no defence.
+        return None if value is None or value == NONE else canonical(value)
 
     @field_validator("api_key_env")
     @classmethod

@@ -17,6 +17,12 @@ wrong, in the guard's answer's direction:
 - put words in (safe prompts): turn harmless words into probe words, or insert them, at the
   fewest edits (approximate matching), trying all placements of one cost level together
   and bisecting the group that flips;
+- with scores (guards that report p_unsafe, either direction): first knock out each content
+  word alone, all in one round, and rank the words by how far each knock-out moves the
+  guard toward the wrong answer; try other edit kinds (one edit of each of the next visible
+  families) in the top words, each word keeping its strongest edit; then knock out every
+  word that helped and keep the fewest that flip. Put-in candidates carry those knock-outs,
+  and the guard-blind take-out runs only when they found no flip;
 - flip, then prune: drop edits one at a time while the candidate still flips;
 - seeded with the standard suite's flip for the prompt (the incumbent), it asks for that
   candidate first and prunes its edits, so its cost never exceeds the suite's.
@@ -45,7 +51,7 @@ from margin.search.edits import (
     parse_script,
     rebuild_text,
 )
-from margin.search.probes import PROBE_WORDS, salience_order
+from margin.search.probes import PROBE_WORDS, STOPWORDS, salience_order
 from margin.search.strategies import PromptSearch
 from margin.transforms.base import EditTransform
 from margin.transforms.registry import get_transform, registry
@@ -58,7 +64,12 @@ DEFAULT_MAX_CALLS = 100
 SINGLES_PER_ROUND = 4
 #: after a put-in level's first flip, how many more of its groups are tried for a cheaper one
 #: (measured on minilm's XSTest safe prompts: the later groups rarely beat it; docs/adaptive.md).
-MORE_GROUPS_AFTER_A_FLIP = 12
+MORE_GROUPS_AFTER_A_FLIP = 3
+#: with scores: in how many of the words whose knock-out helped most (by the prompt's label)
+#: other edit kinds are tried, and how many kinds per word, in one round (measured on
+#: minilm's XSTest prompts against DeepWordBug: docs/adaptive.md).
+TOP_WORDS = {"unsafe": 2, "safe": 1}
+VARIANTS_PER_WORD = 4
 Asks = Generator[list[Candidate], None, Any]
 
 
@@ -166,6 +177,7 @@ class AdaptiveSearch(PromptSearch):
         self.waiting: set[Candidate] = set()
         self.log: list[tuple[Candidate, Verdict | None]] = []
         self.finished = False
+        self.helpful: list[Op] = []  # single edits that move a scoring guard toward a flip, best first
         self.plan = self._plan()
         self._advance()
 
@@ -294,12 +306,72 @@ class AdaptiveSearch(PromptSearch):
                 yield from self._prune_incumbent()
             if self._at_floor():
                 return
+            scored = clean.p_unsafe is not None
+            if scored:
+                yield from self._react_and_combine()
+                if self._at_floor():
+                    return
             if self.prompt.label == "safe":
                 yield from self._put_in()
-            if not self._at_floor() and (self.prompt.label == "unsafe" or self.best() is None):
+            # With scores, the knock-outs above already chose words by the guard's reaction:
+            # the guard-blind take-out runs only when they found no flip.
+            if not self._at_floor() and (self.best() is None or (self.prompt.label == "unsafe" and not scored)):
                 yield from self._take_out()
         except OutOfCalls:
             return
+
+    def _react_and_combine(self) -> Asks:
+        """For guards that report p_unsafe: knock out each word alone (one round), rank the
+        words by how far each knock-out moves the guard toward the wrong answer, then knock
+        out the words that help, best first, and keep the fewest that flip."""
+        words = [w for w in self.order if not self._stopword(w)] or list(self.order)
+        for name in [n for n in self.families if self.family_cost.get(n, 1) <= 1][:3]:
+            atoms = knockout_ops(self.text, name, words)
+            if not atoms:
+                continue
+            verdicts = yield from self._ask([self._candidate([a]) for a in atoms])
+            if self._at_floor():
+                return
+            base = self._toward_flip(self.by_text.get(self.text))
+            gains = {a: self._toward_flip(v) - base for a, v in zip(atoms, verdicts, strict=True)}
+            if max(abs(g) for g in gains.values()) < 1e-6:
+                continue  # the guard ignores this family: try the next
+            helpful = sorted((a for a in atoms if gains[a] > 0), key=lambda a: (-gains[a], atoms.index(a)))
+            helpful = yield from self._variants(helpful, gains, base)
+            if self._at_floor():
+                return
+            self.helpful = helpful
+            if len(helpful) > 1 and (yield from self._test(helpful)):
+                kept = yield from self._minimise([], helpful, self._ceiling())
+                if kept is not None:
+                    yield from self._prune(kept)
+            return
+
+    def _variants(self, helpful: list[Op], gains: dict[Op, float], base: float) -> Asks:
+        """Other one-code-point edits inside the words whose knock-out helped most (one round);
+        each word keeps its strongest edit. Returns the helpful edits re-ranked."""
+        spans = word_spans(self.text)
+        visible = [n for n in self.families if self.family_cost.get(n, 1) <= 1 and get_transform(n).visible]
+        tried: list[tuple[Op, Op]] = []  # (the word's knock-out, a variant inside the same word)
+        for atom in helpful[: TOP_WORDS[self.prompt.label]]:
+            index = next(i for i, (start, end) in enumerate(spans) if start <= atom.start < end)
+            for name in [n for n in visible if n != atom.name][:VARIANTS_PER_WORD]:
+                tried.extend((atom, op) for op in knockout_ops(self.text, name, [index]))
+        if not tried:
+            return helpful
+        verdicts = yield from self._ask([self._candidate([op]) for _, op in tried])
+        best = {a: a for a in helpful}
+        for (atom, op), verdict in zip(tried, verdicts, strict=True):
+            gains[op] = self._toward_flip(verdict) - base
+            if gains[op] > gains[best[atom]]:
+                best[atom] = op
+        kept = [best[a] for a in helpful]
+        return [kept[i] for i in sorted(range(len(kept)), key=lambda i: (-gains[kept[i]], i))]
+
+    def _stopword(self, index: int) -> bool:
+        start, end = word_spans(self.text)[index]
+        word = self.text[start:end]
+        return word.casefold() in STOPWORDS or len(word) < 3
 
     def _prune_incumbent(self) -> Asks:
         """Flip-then-prune from the standard suite's flip, when it is a set of edits."""
@@ -476,12 +548,14 @@ class AdaptiveSearch(PromptSearch):
                     if since_flip >= MORE_GROUPS_AFTER_A_FLIP:
                         break
                     since_flip += 1
-                if (yield from self._test(group)):
+                boost = [a for a in self.helpful if not conflicts([*group, a], self.text)]
+                if (yield from self._test(boost + group)):
                     since_flip = since_flip or 0
-                    kept = yield from self._minimise([], group)
-                    kept = yield from self._prune(kept)
-                    if len(kept) == 1:
-                        return
+                    kept = yield from self._minimise([], boost + group, self._ceiling())
+                    if kept is not None:
+                        kept = yield from self._prune(kept)
+                        if len(kept) == 1:
+                            return
             if since_flip is not None:
                 return
 

@@ -88,7 +88,7 @@ class RunConfig:
     base_url: str | None = None
     api_key_env: str | None = None
     threshold: float | None = None
-    normalize: str | None = None  # nfkc | strip-format | nfkc+strip-format, before the guard
+    normalize: str | None = None  # a defence before the guard (margin.guards.normalize), e.g. nfkc+skeleton
 
     def call_settings(self) -> CallSettings:
         return CallSettings(
@@ -123,6 +123,10 @@ class PreparedRun:
         """The prompt's candidates, built as far as they are read."""
         c = self.config
         return Ladder(prompt, self.suite, self.cost_model, c.budget, c.seed)
+
+    def all_candidates(self, prompt: Prompt) -> list[Candidate]:
+        """Every candidate of the prompt, built in full (for analyses, not for searching)."""
+        return self.candidates(prompt).all()
 
     def search(self, prompt: Prompt) -> PromptSearch:
         c = self.config

@@ -189,7 +189,7 @@ def matrix(pairings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[t
 
 
 def thresholds(pairings: Mapping[str, Any]) -> dict[str, float]:
-    """The study's thresholds, DESIGN.md's defaults filling any it leaves out (as validation reads them)."""
+    """The study's thresholds, docs/design.md's defaults filling any it leaves out (as validation reads them)."""
     return Thresholds.model_validate(pairings["meta"]["thresholds"]).model_dump()
 
 

@@ -1,38 +1,26 @@
 """Homoglyphs: letters swapped for TR39 confusables that render alike.
 
-The table is Unicode's confusables.txt as shipped by the confusable-homoglyphs package;
-margin keeps only single-code-point letters that NFKC leaves alone (Cyrillic, Greek,
-Armenian ... lookalikes), since mathematical and full-width variants are styled letters,
-covered in `styled.py`.
+The table is Unicode's confusables.txt as shipped by the confusable-homoglyphs package
+(`margin.confusables`, which the `skeleton` defence maps back with); margin keeps only
+single-code-point letters that NFKC leaves alone (Cyrillic, Greek, Armenian ...
+lookalikes), since mathematical and full-width variants are styled letters, covered in
+`styled.py`.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import unicodedata
-from importlib import resources
 
+from margin.confusables import lookalikes
 from margin.transforms.base import Substitution
-
-
-@functools.cache
-def _confusables() -> dict[str, list[str]]:
-    """TR39 confusables from confusable-homoglyphs' data: char -> single-code-point lookalikes."""
-    raw = json.loads(resources.files("confusable_homoglyphs").joinpath("confusables.json").read_text("utf-8"))
-    table: dict[str, list[str]] = {}
-    for char, entries in raw.items():
-        if len(char) != 1:
-            continue
-        table[char] = sorted({e["c"] for e in entries if len(e["c"]) == 1 and e["c"] != char})
-    return table
 
 
 @functools.cache
 def nfkc_stable_homoglyphs(char: str) -> tuple[str, ...]:
     """Lookalikes of `char` that NFKC leaves in place (Cyrillic, Greek, ...), not math/full-width."""
     options = []
-    for option in _confusables().get(char, []):
+    for option in lookalikes().get(char, ()):
         if unicodedata.normalize("NFKC", option) != option:
             continue  # NFKC would rewrite it (math letters, full-width, compatibility forms)
         if not unicodedata.category(option).startswith("L"):

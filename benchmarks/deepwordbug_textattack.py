@@ -1,0 +1,146 @@
+"""TextAttack's DeepWordBug against a guard served over HTTP: the peer half of
+`benchmarks/peer_deepwordbug.py`, which starts it. It runs in TextAttack's own virtual
+environment (TextAttack pins transformers 4.x; margin needs 5.x), so it imports nothing of
+margin: only the standard library and TextAttack.
+
+    python deepwordbug_textattack.py --setup     # once: what TextAttack's first import needs
+    python deepwordbug_textattack.py --url http://127.0.0.1:PORT --prompts IN.jsonl --out OUT.jsonl
+
+TextAttack's first import runs a post-install step that downloads NLTK data unless a marker
+file is in its cache folder (TA_CACHE_DIR, default ~/.cache/textattack), and DeepWordBug
+reads NLTK's English stopword list. `--setup` writes both, with no network: the marker, and
+the list (NLTK's 179 English stopwords) into this environment's NLTK data path.
+
+IN.jsonl has one {"id", "text", "label"} per line (label "safe" or "unsafe": the guard's
+correct answer, which the attack tries to change). The guard is a two-class model whose
+class 1 probability is the p_unsafe that POST URL/p_unsafe {"texts": [...]} returns.
+OUT.jsonl gets one {"id", "status", "text", "queries", "guard_calls"} per prompt: status is
+successful, failed or skipped, text the perturbed text, queries TextAttack's own count of
+model queries (the original included, repeats included), guard_calls the texts it actually
+sent to the guard for that prompt (its cache answers repeats: margin's count is of these).
+
+The recipe is TextAttack's `DeepWordBugGao2018` as shipped: words ranked by the change in
+the guard's score when each is replaced by "[UNK]", then per word, in that order, the best
+of one random neighbour swap, substitution, deletion and insertion, kept greedily until the
+label changes; stopwords are never edited. Python's, NumPy's and torch's generators are
+seeded with --seed before each prompt, so each prompt's attack is the same whatever the
+subset it runs in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+LABELS = {"safe": 0, "unsafe": 1}
+MARKER = "post_install_check_3"  # the file TextAttack 0.3.11 looks for before its post-install step
+NLTK_ENGLISH_STOPWORDS = """
+i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves he
+him his himself she she's her hers herself it it's its itself they them their theirs themselves what
+which who whom this that that'll these those am is are was were be been being have has had having do
+does did doing a an the and but if or because as until while of at by for with about against between
+into through during before after above below to from up down in out on off over under again further
+then once here there when where why how all any both each few more most other some such no nor not
+only own same so than too very s t can will just don don't should should've now d ll m o re ve y ain
+aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn hasn't haven haven't isn isn't
+ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't weren weren't
+won won't wouldn wouldn't
+"""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("TA_CACHE_DIR", os.path.expanduser("~/.cache/textattack")))
+
+
+def stopwords_file() -> Path:
+    return Path(sys.prefix) / "share" / "nltk_data" / "corpora" / "stopwords" / "english"
+
+
+def setup() -> None:
+    """Write the post-install marker and NLTK's English stopword list (no download)."""
+    marker = cache_dir() / MARKER
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    words = stopwords_file()
+    words.parent.mkdir(parents=True, exist_ok=True)
+    listed = NLTK_ENGLISH_STOPWORDS.split()
+    words.write_text("\n".join(listed) + "\n", encoding="utf-8")
+    print(f"wrote {marker} and {words} ({len(listed)} words)")
+
+
+def check_setup() -> None:
+    missing = [str(p) for p in (cache_dir() / MARKER, stopwords_file()) if not p.is_file()]
+    if missing:
+        sys.exit(f"error: run this script with --setup first (missing: {', '.join(missing)})")
+
+
+def score(url: str, texts: list[str]) -> list[float]:
+    body = json.dumps({"texts": texts}).encode("utf-8")
+    request = urllib.request.Request(f"{url}/p_unsafe", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=600) as response:
+        answer = json.loads(response.read())["p_unsafe"]
+    if any(p is None for p in answer):
+        raise RuntimeError("the guard gave no output for a text")
+    return [float(p) for p in answer]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--setup", action="store_true", help="write what TextAttack's first import needs, then exit")
+    parser.add_argument("--url")
+    parser.add_argument("--prompts", type=Path)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.setup:
+        setup()
+        return
+    if not (args.url and args.prompts and args.out):
+        parser.error("--url, --prompts and --out are required (or --setup)")
+    check_setup()
+
+    import numpy as np
+    import textattack
+    import torch
+    from textattack.attack_recipes import DeepWordBugGao2018
+    from textattack.attack_results import (
+        FailedAttackResult,
+        SkippedAttackResult,
+        SuccessfulAttackResult,
+    )
+
+    class HttpGuard(textattack.models.wrappers.ModelWrapper):
+        def __init__(self) -> None:
+            self.model = None  # TextAttack reads it; the model lives behind the URL
+            self.sent = 0
+
+        def __call__(self, text_input_list: list[str], **kwargs: Any) -> Any:
+            self.sent += len(text_input_list)
+            p = np.array(score(args.url, list(text_input_list)))
+            return np.stack([1.0 - p, p], axis=1)
+
+    guard = HttpGuard()
+    attack = DeepWordBugGao2018.build(guard)
+    rows = [json.loads(line) for line in args.prompts.read_text("utf-8").splitlines() if line.strip()]
+    with args.out.open("w", encoding="utf-8") as out:
+        for row in rows:
+            random.seed(args.seed)
+            np.random.seed(args.seed)
+            torch.manual_seed(args.seed)
+            guard.sent = 0
+            result = attack.attack(row["text"], LABELS[row["label"]])
+            status = {SuccessfulAttackResult: "successful", FailedAttackResult: "failed",
+                      SkippedAttackResult: "skipped"}[type(result)]
+            out.write(json.dumps({"id": row["id"], "status": status, "text": result.perturbed_result.attacked_text.text,
+                                  "queries": result.num_queries, "guard_calls": guard.sent}) + "\n")
+            out.flush()
+
+
+if __name__ == "__main__":
+    main()
