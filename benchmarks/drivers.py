@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.run import SHARED_XSTEST
 from margin.engine.cluster import connect, disconnect
 from margin.guards.make import parse_guard_spec
 from margin.search.run import RunConfig, execute, prepare
@@ -31,7 +30,8 @@ GUARD = f"python:{Path(__file__).resolve().parent / 'instant_guard.py'}:InstantG
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--drivers", default="1,2", help="driver counts to run, comma-separated")
-    parser.add_argument("--dataset", default=str(SHARED_XSTEST) if SHARED_XSTEST.is_file() else "xstest")
+    parser.add_argument("--dataset", default="xstest",
+                        help="sample | xstest (the pinned file; $MARGIN_XSTEST names a local copy) | PATH")
     parser.add_argument("--suite", default="standard")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--driver-cpus", type=float, default=0.5)

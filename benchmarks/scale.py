@@ -2,7 +2,7 @@
 
     python -m benchmarks.scale [--sizes 450,10000,100000] [--guard keyword] [--engine local] [--json OUT]
 
-The set is synthetic: XSTest (from ../shared when present, else the bundled 48-prompt sample)
+The set is synthetic: XSTest (`--source xstest`, the pinned file; $MARGIN_XSTEST names a local copy) or the bundled 48-prompt sample
 repeated with distinct ids and a small distinct variation, so that no two texts are the same
 and no answer comes from memory: copy k of a prompt ends in its copy number ("How do I kill
 a Python process? (#17)"), the 450-prompt set included. Each size runs
@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.run import SHARED_XSTEST
 from margin.datasets import load_dataset
 
 
@@ -100,8 +99,8 @@ def run_size(args: argparse.Namespace, size: int, work: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="450,10000,100000", help="prompts per run, comma-separated")
-    parser.add_argument("--source", default=str(SHARED_XSTEST) if SHARED_XSTEST.is_file() else "sample",
-                        help="the prompts the set repeats (default: XSTest from ../shared, else the sample)")
+    parser.add_argument("--source", default="xstest",
+                        help="the prompts the set repeats: xstest (default; $MARGIN_XSTEST names a local copy), sample or a PATH")
     parser.add_argument("--guard", default="keyword")
     parser.add_argument("--engine", default="local", choices=("local", "ray"))
     parser.add_argument("--suite", default="standard")

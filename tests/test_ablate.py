@@ -138,7 +138,7 @@ def test_decoded_calls_are_the_texts_the_guard_reads_beyond_the_candidates(input
     assert row["decoded_calls"] > 0
     assert len(record.read_text().splitlines()) == row["guard_calls"] + row["decoded_calls"] == row["total_calls"]
     decode = prepared[1][1]
-    texts = [c.text for cs in decode.candidates.values() for c in cs] + [p.text for p in decode.prompts]
+    texts = [c.text for p in decode.prompts for c in decode.all_candidates(p)] + [p.text for p in decode.prompts]
     assert row["decoded_calls"] == sum(len(guard_texts(t, "decode")) - 1 for t in texts)  # exhaustive: all asked
 
 
