@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from margin.guards.generation import Generation
+from margin.backends.generation import Generation
 from margin.guards.generative import GenerativeGuard, apply_threshold
 
 NO_CHUNKS = {"min_tokens": 10**12, "max_tokens": 10**12}
@@ -118,7 +118,7 @@ def scenario(name: str, batches: list[list[str]], guards: dict[bool, GenerativeG
 
 
 def make_batches(args: argparse.Namespace) -> dict[str, list[list[str]]]:
-    from margin.search.run import RunConfig, prepare_inputs
+    from margin.runs.run import RunConfig, prepare_inputs
 
     prepared = prepare_inputs(RunConfig(guard="keyword", dataset=args.dataset, suite="standard"))
     n = args.batch_size * args.batches

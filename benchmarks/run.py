@@ -38,11 +38,11 @@ from margin.engine.cluster import connect, disconnect
 from margin.engine.pool import Pool
 from margin.guards.make import build_guard, parse_guard_spec
 from margin.guards.spec import GuardSpec
-from margin.records import read_jsonl
-from margin.search.driver import POOL
-from margin.search.guard_pool import GuardCaller
-from margin.search.run import PreparedRun, RunConfig, RunOutcome, execute, prepare
-from margin.search.run import search as run_search
+from margin.runfolder import read_jsonl
+from margin.runs.driver import POOL
+from margin.runs.guard_pool import GuardCaller
+from margin.runs.run import PreparedRun, RunConfig, RunOutcome, execute, prepare
+from margin.runs.run import search as run_search
 from margin.types import Candidate, SearchResult
 
 

@@ -79,7 +79,7 @@ def run(
 ) -> None:
     """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
     from margin.guards.make import parse_guard_spec
-    from margin.search.run import (
+    from margin.runs.run import (
         CoverageError,
         RunConfig,
         check_coverage,
@@ -87,7 +87,7 @@ def run(
         execute,
         prepare,
     )
-    from margin.search.shards import parse_shard
+    from margin.runs.shards import parse_shard
 
     if resume is not None and out is not None and out != resume:
         raise InputError("give either --out or --resume (the folder to continue), not both", field="--out")
@@ -109,8 +109,8 @@ def run(
     outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
     print_summary(outcome)
     if spec.normalize is not None and "decode" in spec.normalize.split("+"):
-        from margin.records import read_jsonl
-        from margin.search.ablate import decoded_calls
+        from margin.runfolder import read_jsonl
+        from margin.runs.ablate import decoded_calls
 
         extra = decoded_calls(prepared, read_jsonl(out_dir / "receipts.jsonl"), spec.normalize)
         asked = sum(r.guard_calls for r in outcome.results)
@@ -186,7 +186,7 @@ def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: A
             show()
 
         if prepared.config.drivers > 1:  # the drivers report prompts done and calls as they go
-            from margin.search.drivers import execute_drivers
+            from margin.runs.drivers import execute_drivers
 
             def on_progress(done: int, calls: int) -> None:
                 rate = calls / max(time.monotonic() - started, 1e-9)
@@ -199,7 +199,7 @@ def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: A
 
 
 def print_summary(outcome: Any) -> None:
-    from margin.report import margins_table
+    from margin.reports.tables import margins_table
 
     figures = outcome.figures
     adaptive = outcome.snapshot["meta"]["protocol"] != "margin-flip-cost/1"
@@ -242,8 +242,8 @@ def merge(
     max_missing: Annotated[str, typer.Option(help="fail past this share of prompts without a verdict")] = "1%",
 ) -> None:
     """Join shard and retry run folders into one run (results, receipts, snapshot, curves)."""
-    from margin.search.merge import merge_runs
-    from margin.search.run import CoverageError, check_coverage
+    from margin.runs.merge import merge_runs
+    from margin.runs.run import CoverageError, check_coverage
 
     share = parse_share(max_missing, "--max-missing")
     outcome = merge_runs(dirs, out, dataset)
@@ -294,9 +294,9 @@ def ablate(
     """One run per defence in front of the guard, on shared candidates: margins, changes against
     none with paired intervals, what each defence closes per family, and what it costs."""
     from margin.guards.make import parse_guard_spec
-    from margin.report import ablation_tables
-    from margin.search.ablate import parse_defences, prepare_ablation, run_ablation
-    from margin.search.run import (
+    from margin.reports.tables import ablation_tables
+    from margin.runs.ablate import parse_defences, prepare_ablation, run_ablation
+    from margin.runs.run import (
         CoverageError,
         RunConfig,
         check_coverage,
@@ -372,9 +372,9 @@ def transforms_apply(
 ) -> None:
     """Apply one transform to TEXT; print the result and its cost against TEXT alone."""
     from margin.cost import prompt_cost
-    from margin.display import make_visible
-    from margin.suggest import did_you_mean
     from margin.transforms.registry import registry
+    from margin.util.display import make_visible
+    from margin.util.suggest import did_you_mean
 
     table = registry()
     if name not in table:
@@ -442,11 +442,11 @@ def score(
     flips: Annotated[int, typer.Option(help="cheapest flips to list")] = 10,
 ) -> None:
     """Recompute results, snapshot and analyses from recorded verdicts, calling no guard."""
-    from margin.analyses import analyse, analysis_files
-    from margin.observations import coverage
-    from margin.report import run_tables
-    from margin.rundir import read_records
-    from margin.search.rescore import ScoreOptions, rescore, write_rescore
+    from margin.reports.analyses import analyse, analysis_files
+    from margin.reports.observations import coverage
+    from margin.reports.tables import run_tables
+    from margin.runfolder import read_records
+    from margin.runs.score import ScoreOptions, rescore, write_rescore
 
     options = ScoreOptions(dataset=dataset, suite=suite, budget=budget, cost_norm=cost_norm, seed=seed,
                            search=search, limit=limit, guard_id=guard_id)
@@ -468,8 +468,8 @@ def score(
     if out is not None:
         written = write_rescore(rescored, out, analysis_files(analyses))
         if "effectiveness" in analyses:
-            from margin.plots import heatmap_figure, save
-            from margin.publish import effectiveness_grid
+            from margin.reports.plots import heatmap_figure, save
+            from margin.reports.publish import effectiveness_grid
 
             rows, columns, values = effectiveness_grid({rescored.guard.id: analyses["effectiveness"]})
             written += save(heatmap_figure(rows, columns, values, f"{rescored.guard.id}: flip rate per transform"),
@@ -485,11 +485,11 @@ def report(
 ) -> None:
     """Margins with CIs, slices, coverage, cheapest flips; invariance, effectiveness and the
     threshold sweep for exhaustive runs."""
-    from margin.analyses import analyse
-    from margin.observations import coverage, from_receipts
-    from margin.report import run_tables
-    from margin.rundir import load_run
-    from margin.snapshot import record, snapshot_entry
+    from margin.reports.analyses import analyse
+    from margin.reports.observations import coverage, from_receipts
+    from margin.reports.snapshot import record, snapshot_entry
+    from margin.reports.tables import run_tables
+    from margin.runfolder import load_run
 
     run = load_run(run_dir)
     receipts = list(run.receipts()) if run.receipts_path.is_file() else []
@@ -501,8 +501,8 @@ def report(
     analyses = analyse(observations, run.budget, exhaustive=exhaustive, families=_families())
     covered = coverage(receipts) if receipts else None
     if as_json:
-        from margin.records import flip_record
-        from margin.report import cheapest_flips, coverage_record
+        from margin.reports.tables import cheapest_flips, coverage_record
+        from margin.runfolder import flip_record
 
         cheapest = [{"prompt_id": r.prompt_id, "label": r.label, **(flip_record(r.flip) or {})}
                     for r in cheapest_flips(run.results, flips)]
@@ -526,8 +526,8 @@ def publish(
     named by date and content hash. Refuses runs that differ in dataset, suite, budget or cost norm."""
     import datetime as dt
 
-    from margin.publish import publish as do_publish
-    from margin.report import leaderboard_table
+    from margin.reports.publish import publish as do_publish
+    from margin.reports.tables import leaderboard_table
 
     try:
         day = dt.date.fromisoformat(date) if date else None
@@ -594,17 +594,17 @@ def integral(
     out: Annotated[Path | None, typer.Option(help="write integral.json and the FPR vs FNR scatter here")] = None,
 ) -> None:
     """The integral score across datasets (harmonic per dataset and group, geometric overall)."""
-    from margin.integral import integral_from_runs, integral_record, parse_groups
-    from margin.report import integral_table
-    from margin.rundir import load_run
+    from margin.reports.integral import integral_from_runs, integral_record, parse_groups
+    from margin.reports.tables import integral_table
+    from margin.runfolder import load_run
 
     if at_budget < 0:
         raise InputError("must be at least 0", field="--at-budget")
     table = integral_from_runs([load_run(p) for p in inputs], parse_groups(group or []), at_budget)
     console.print(integral_table(table.scores, table.datasets, table.groups, at_budget))
     if out is not None:
-        from margin.plots import fpr_fnr_figure, save
-        from margin.records import atomic_write_text, dumps
+        from margin.reports.plots import fpr_fnr_figure, save
+        from margin.runfolder import atomic_write_text, dumps
 
         atomic_write_text(out / "integral.json", dumps(integral_record(table)) + "\n")
         files = save(fpr_fnr_figure([(s.guard_id, s.fpr_avg, s.fnr_avg) for s in table.scores]), out / "fpr_fnr")

@@ -17,8 +17,8 @@ from importlib import resources
 from pathlib import Path
 
 from margin.errors import InputError
-from margin.hashing import sha256_bytes
 from margin.types import Label, Prompt
+from margin.util.hashing import sha256_bytes
 
 COLUMNS = ("id", "prompt", "type", "label", "focus", "note")
 REQUIRED = ("id", "prompt", "label")

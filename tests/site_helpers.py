@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from margin.publish import publish
+from margin.reports.publish import publish
 from tests.helpers import HashGuard, ProbabilityGuard
 from tests.test_publish import pairings_fixture
 from tests.test_score import make_run

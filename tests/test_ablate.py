@@ -10,12 +10,12 @@ import sys
 
 import pytest
 
-from margin.ablation import cheapest_flip_families, clean_changes, status
+from margin.reports.ablation import cheapest_flip_families, clean_changes, status
 from margin.errors import InputError
 from margin.guards.normalize import guard_texts
-from margin.publish import publish
-from margin.search.ablate import parse_defences, prepare_ablation, run_ablation
-from margin.search.run import RunConfig, execute, prepare
+from margin.reports.publish import publish
+from margin.runs.ablate import parse_defences, prepare_ablation, run_ablation
+from margin.runs.run import RunConfig, execute, prepare
 from margin.transforms.registry import registry
 from margin.types import Flip, SearchResult
 from tests.conftest import REPO

@@ -17,7 +17,7 @@ from margin.search.candidates import build_candidates, original_candidate
 from margin.search.edits import ADAPTIVE, rebuild_text
 from margin.search.make import make_search
 from margin.search.optimum import safe_optimum, substring_regions, unsafe_optimum
-from margin.search.session import drive
+from margin.runs.session import drive
 from margin.transforms.suites import load_suite
 from margin.types import Prompt
 from tests.helpers import FlakyGuard, HashGuard

@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from margin.bootstrap import (
+from margin.reports.bootstrap import (
     BootstrapSpec,
     bootstrap_intervals,
     counts_from_draws,
@@ -17,8 +17,8 @@ from margin.bootstrap import (
     replicate_margins,
     replicate_ra,
 )
-from margin.figures import compute_figures, compute_slices
-from margin.metrics import margin_report, slice_groups, tag_values
+from margin.reports.headline import compute_figures, compute_slices
+from margin.reports.metrics import margin_report, slice_groups, tag_values
 from margin.types import SearchResult
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from margin.protocols import ADAPTIVE_PROTOCOL, STANDARD_PROTOCOL
+from margin.reports.protocols import ADAPTIVE_PROTOCOL, STANDARD_PROTOCOL
 from margin.search.edits import rebuild_text
 from tests.test_cli import margin
 

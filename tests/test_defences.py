@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from margin.confusables import prototypes, relation
+from margin.util.confusables import prototypes, relation
 from margin.datasets import load_dataset
 from margin.guards.cleanups import nfkc, skeleton, strip_format, strip_marks
 from margin.guards.decode import MAX_DECODINGS, decodings

@@ -20,16 +20,16 @@ from margin.engine.calls import call_batch
 from margin.engine.loop import run_pools
 from margin.errors import InputError
 from margin.guards.spec import GuardSpec
-from margin.hashing import canonical_json, sha256_text
-from margin.records import read_jsonl
-from margin.search.cache import VerdictCache, guard_key, verdict_key
+from margin.util.hashing import canonical_json, sha256_text
+from margin.runfolder import read_jsonl
+from margin.runs.verdict_cache import VerdictCache, guard_key, verdict_key
 from margin.search.candidates import build_candidates, original_candidate
-from margin.search.driver import WINDOW_GROWTH, Driver
-from margin.search.guard_pool import local_pool
+from margin.runs.driver import WINDOW_GROWTH, Driver
+from margin.runs.guard_pool import local_pool
 from margin.search.make import make_search
-from margin.search.merge import merge_runs
-from margin.search.run import CoverageError, RunConfig, check_coverage, execute, prepare
-from margin.search.shards import parse_shard, select_shard
+from margin.runs.merge import merge_runs
+from margin.runs.run import CoverageError, RunConfig, check_coverage, execute, prepare
+from margin.runs.shards import parse_shard, select_shard
 from margin.transforms.suites import load_suite
 from margin.types import GuardInfo, Verdict
 from tests.helpers import FlakyGuard, HashGuard
@@ -75,7 +75,7 @@ def chaotic(strategy, prompts, guard, rng: random.Random):
 
 
 def guard_caller(guard):
-    from margin.search.guard_pool import GuardCaller
+    from margin.runs.guard_pool import GuardCaller
 
     return GuardCaller(guard)
 

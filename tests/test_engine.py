@@ -8,8 +8,8 @@ import contextlib
 import pytest
 
 from margin.guards.spec import GuardSpec
-from margin.records import read_jsonl
-from margin.search.run import RunConfig, execute, prepare
+from margin.runfolder import read_jsonl
+from margin.runs.run import RunConfig, execute, prepare
 from tests.helpers import FaultScheduleGuard, HashGuard, SlowGuard
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]

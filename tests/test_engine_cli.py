@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from margin.records import read_jsonl
+from margin.runfolder import read_jsonl
 from tests.conftest import REPO
 from tests.test_cli import margin
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from margin.errors import InputError
-from margin.gap import GapRow, suite_gap
-from margin.protocols import (
+from margin.reports.gap import GapRow, suite_gap
+from margin.reports.protocols import (
     ADAPTIVE_PROTOCOL,
     STANDARD_PROTOCOL,
     mark_protocol,

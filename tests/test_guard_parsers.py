@@ -19,7 +19,7 @@ from margin.guards.adapters.qwen3guard import Qwen3Guard
 from margin.guards.adapters.sequence_classifier import SequenceClassifier
 from margin.guards.adapters.shieldgemma import ShieldGemma
 from margin.guards.adapters.wildguard import WildGuard
-from margin.guards.generation import Generation, Step
+from margin.backends.generation import Generation, Step
 from margin.guards.generative import apply_threshold
 from margin.types import Verdict
 

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from margin.errors import InputError
-from margin.integral import (
+from margin.reports.integral import (
     DatasetErrors,
     dataset_errors,
     dataset_score,

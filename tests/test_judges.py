@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from margin.errors import InputError
 from margin.judges.llm import LLMJudge
 from margin.judges.parse import KEYS, parse_verdict
-from margin.judges.protocol import BEHAVIOURS, JudgeCase
+from margin.judges.verdicts import BEHAVIOURS, JudgeCase
 from margin.judges.template import PLACEHOLDERS, load_template, parse_template
 
 GOOD = {"rationale": "Both refuse the same request.", "original_behaviour": "refuses",

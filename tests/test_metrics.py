@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from margin.metrics import margin_report, normalised_area, robust_accuracy_curve
+from margin.reports.metrics import margin_report, normalised_area, robust_accuracy_curve
 from margin.types import SearchResult
 
 

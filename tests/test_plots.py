@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from margin.figures import compute_figures
-from margin.plots import (
+from margin.reports.headline import compute_figures
+from margin.reports.plots import (
     CurveSeries,
     capability_ladder_figure,
     curves_figure,
@@ -12,7 +12,7 @@ from margin.plots import (
     pairing_matrix_figure,
     save,
 )
-from margin.snapshot import figures_record
+from margin.reports.snapshot import figures_record
 from tests.test_bootstrap import toy
 from tests.test_publish import pairings_fixture
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from margin.errors import InputError
-from margin.hashing import canonical_json, sha256_text
-from margin.pairings import (
+from margin.util.hashing import canonical_json, sha256_text
+from margin.reports.pairings import (
     PairOutcome,
     Thresholds,
     TransformationOutcome,
@@ -18,7 +18,7 @@ from margin.pairings import (
     merge_pairings,
     validate_pairings,
 )
-from margin.publish import content_hash, publish, write_immutable
+from margin.reports.publish import content_hash, publish, write_immutable
 from tests.helpers import HashGuard, ProbabilityGuard
 from tests.test_cli import margin
 from tests.test_score import make_run

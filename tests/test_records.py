@@ -8,7 +8,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from margin.records import ReceiptWriter, call_line, call_record, dumps, read_jsonl
+from margin.runfolder import ReceiptWriter, call_line, call_record, dumps, read_jsonl
 from margin.types import Candidate, GuardCall, Verdict
 
 texts = st.text()  # any code point, lone surrogates and quotes included

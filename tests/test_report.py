@@ -4,7 +4,7 @@ import json
 
 from rich.console import Console
 
-from margin.report import flips_table, margins_table, slices_table, with_ci
+from margin.reports.tables import flips_table, margins_table, slices_table, with_ci
 from margin.types import Flip, SearchResult
 from tests.helpers import ProbabilityGuard
 from tests.test_cli import margin

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from margin.errors import InputError
-from margin.search.rescore import ScoreOptions, rescore
-from margin.search.run import RunConfig, execute, prepare
+from margin.runs.score import ScoreOptions, rescore
+from margin.runs.run import RunConfig, execute, prepare
 from tests.helpers import FlakyGuard, HashGuard, ProbabilityGuard
 from tests.test_cli import margin
 
@@ -50,7 +50,7 @@ def test_rescoring_a_run_reproduces_results_and_snapshot_exactly(tmp_path, searc
     rescored = rescore([run])
     assert rescored.differs_from_run == []
     before = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
-    from margin.records import result_record
+    from margin.runfolder import result_record
     assert [result_record(r) for r in rescored.results] == before
     assert without_date(rescored.snapshot) == without_date(json.loads((run / "snapshot.json").read_text()))
     assert rescored.exhaustive == (search == "exhaustive")

@@ -241,7 +241,7 @@ def bad_cases():
         body["meta"]["protocol"] = "margin-adaptive-flip-cost/1"
         for record in body["data"]:
             record["evaluation"]["search"] = "adaptive"
-        from margin.publish import address
+        from margin.reports.publish import address
 
         name, body = address(body, "guardrails", None)
         (pub / name).write_text(json.dumps(body))
@@ -257,7 +257,7 @@ def bad_cases():
     def two_current(pub: Path) -> str:
         body = json.loads(snapshot_files(pub)["new"].read_text())
         body["meta"]["methodology"] += " Again."
-        from margin.publish import address
+        from margin.reports.publish import address
 
         name, body = address(body, "guardrails", None)
         (pub / name).write_text(json.dumps(body))

@@ -1,4 +1,4 @@
-from margin.sqlitefile import open_shared
+from margin.util.sqlitefile import open_shared
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS items (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from margin.guards.keyword import KeywordGuard
-from margin.pairings import load_pairings
+from margin.reports.pairings import load_pairings
 from margin.studies.plan import prepare
 from margin.studies.runner import CoverageError, check_coverage, run_study
 from tests.conftest import REPO
@@ -49,7 +49,7 @@ def keyword_blocks(plan) -> tuple[int, int]:
 
 @pytest.mark.ray
 def test_a_transformation_qualifies_on_ray_and_publish_takes_the_folder(tmp_path, ray_cluster):
-    from margin.publish import publish
+    from margin.reports.publish import publish
 
     with toy_server() as url:
         path = write_config(tmp_path, study_config(url, second_judge="toy-judge-lenient",

@@ -129,7 +129,7 @@ def test_resume_needs_a_matching_study_folder(tmp_path):
     (tmp_path / "used" / "x").write_text("x")
     with pytest.raises(InputError, match="not empty"):
         check_out_dir(plan, tmp_path / "used", resume=False)
-    from margin.records import dumps
+    from margin.runfolder import dumps
 
     manifest = plan.manifest()
     manifest["seed"] = 7

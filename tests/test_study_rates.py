@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from margin.bootstrap import BootstrapSpec
-from margin.pairings import Thresholds
+from margin.reports.bootstrap import BootstrapSpec
+from margin.reports.pairings import Thresholds
 from margin.studies.rates import (
     Row,
     agreement,

@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 
 from margin.datasets import load_dataset
-from margin.observations import PromptObservations, Variant, from_receipts
-from margin.records import read_jsonl
-from margin.search.run import RunConfig, execute, prepare
-from margin.sweep import (
+from margin.reports.observations import PromptObservations, Variant, from_receipts
+from margin.runfolder import read_jsonl
+from margin.runs.run import RunConfig, execute, prepare
+from margin.reports.sweep import (
     THRESHOLDS,
     NoProbabilities,
     average_precision,

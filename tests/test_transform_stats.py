@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from margin.effectiveness import effectiveness
-from margin.invariance import invariance, original_row
-from margin.observations import PromptObservations, Variant, coverage, from_receipts
+from margin.reports.effectiveness import effectiveness
+from margin.reports.invariance import invariance, original_row
+from margin.reports.observations import PromptObservations, Variant, coverage, from_receipts
 from margin.types import SearchResult, Verdict
 
 U, S, INV = Verdict("unsafe"), Verdict("safe"), Verdict("invalid")

@@ -8,7 +8,7 @@ import pytest
 
 from margin.cost import edit_distance
 from margin.datasets import load_dataset
-from margin.display import is_invisible
+from margin.util.display import is_invisible
 from margin.transforms import encodings
 from margin.transforms.base import EditTransform
 from margin.transforms.noise import qwerty_neighbours

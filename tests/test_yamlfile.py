@@ -5,7 +5,7 @@ from margin.errors import InputError
 from margin.guards.guard_file import load_guard_file
 from margin.judges.template import parse_template
 from margin.studies.config import read_config
-from margin.yamlfile import parse_yaml
+from margin.util.yamlfile import parse_yaml
 
 
 def test_data_and_the_node_that_knows_each_keys_line():

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 def endpoint(spec: GuardSpec, preset: Preset, options: dict[str, Any]) -> Any:
     """The server's client; how hard it is pushed (concurrency, timeouts, attempts) is the
     engine's business (`margin.engine.limits`)."""
-    from margin.guards.backends.http import AsyncEndpoint
+    from margin.backends.http import AsyncEndpoint
 
     return AsyncEndpoint(spec.base_url or preset.base_url or "", spec.api_key_env or preset.api_key_env)
 
@@ -28,7 +28,7 @@ def build_preset(spec: GuardSpec, preset: Preset, info: GuardInfo) -> Guard:
     revision = None if info.revision == "main" else info.revision
     model = info.checkpoint
     if preset.family in ("openai-moderation", "mistral-moderation"):
-        from margin.guards.moderation import ModerationGuard
+        from margin.guards.moderation_api import ModerationGuard
 
         return ModerationGuard(adapter, endpoint(spec, preset, options), model, info,
                                max_batch_size=spec.max_batch_size or 32)
@@ -43,16 +43,16 @@ def build_preset(spec: GuardSpec, preset: Preset, info: GuardInfo) -> Guard:
     lora = model if preset.lora_base and model == preset.checkpoint else None
     base = preset.lora_base if lora else model
     if backend == "openai":
-        from margin.guards.backends.openai_http import OpenAIChatBackend
+        from margin.backends.openai_http import OpenAIChatBackend
 
         chat: Any = OpenAIChatBackend(endpoint(spec, preset, options), model, top_logprobs=top)
     elif backend == "vllm":
-        from margin.guards.backends.vllm_offline import VLLMBackend
+        from margin.backends.vllm_offline import VLLMBackend
 
         chat = VLLMBackend(base or model, None if lora else revision, adapter=lora, top_logprobs=top,
                            engine=options.get("engine"))
     else:
-        from margin.guards.backends.transformers_lm import TransformersLM
+        from margin.backends.transformers_lm import TransformersLM
 
         chat = TransformersLM(base or model, None if lora else revision, adapter=lora,
                               auto_class=preset.auto_class, device=options.get("device"),

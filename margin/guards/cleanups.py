@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from margin.confusables import prototypes
+from margin.util.confusables import prototypes
 
 #: A single skeleton pass leaves a handful of the data's prototypes mappable again (a
 #: prototype whose NFD holds a source); three passes reach the fixed point for every entry.

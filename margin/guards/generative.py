@@ -13,10 +13,10 @@ import json
 from collections.abc import Sequence
 from typing import Protocol
 
+from margin.backends.generation import Generation, GuardRequest
+from margin.backends.secrets import redact
 from margin.guards.adapters.base import Adapter
 from margin.guards.base import Guard
-from margin.guards.generation import Generation, GuardRequest
-from margin.guards.secrets import redact
 from margin.types import GuardInfo, Verdict
 
 
@@ -64,7 +64,7 @@ class GenerativeGuard(Guard):
         share = getattr(self.backend, "share_prefix", None)
         if share is None:
             return []
-        from margin.guards.backends.prefix import PROBES
+        from margin.backends.prefix import PROBES
 
         slots = [self.adapter.requests(probe) for probe in PROBES]
         if len({len(s) for s in slots}) != 1:  # requests that depend on the text: nothing shared

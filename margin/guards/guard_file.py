@@ -23,7 +23,7 @@ import yaml
 
 from margin.errors import InputError
 from margin.guards.spec import GuardSpec, check
-from margin.yamlfile import parse_yaml
+from margin.util.yamlfile import parse_yaml
 
 FIELDS = set(GuardSpec.model_fields) - {"name"}
 
@@ -79,7 +79,7 @@ def load_guard_file(path_text: str, overrides: dict[str, Any]) -> GuardSpec:
         first = errors()[0]
         raise fail(first["msg"], ".".join(str(x) for x in first["loc"])) from None
     from margin.guards.spec import PRESETS
-    from margin.suggest import did_you_mean
+    from margin.util.suggest import did_you_mean
 
     if not (name in ("keyword", "minilm") or name.startswith("python:") or name in PRESETS):
         raise fail(f"unknown guard {name!r}{did_you_mean(name, PRESETS)}", "guard")

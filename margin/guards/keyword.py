@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from importlib import resources
 
 from margin.guards.base import Guard
-from margin.hashing import sha256_text
 from margin.types import GuardInfo, Verdict
+from margin.util.hashing import sha256_text
 
 WORD = re.compile(r"\w+")
 

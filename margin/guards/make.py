@@ -14,8 +14,8 @@ from margin.guards.build import build_preset
 from margin.guards.guard_file import load_guard_file
 from margin.guards.presets import PRESETS
 from margin.guards.spec import BUILTIN, GuardSpec, check, preset_info, validated_spec
-from margin.suggest import did_you_mean
 from margin.types import GuardInfo
+from margin.util.suggest import did_you_mean
 
 
 def parse_guard_spec(text: str, **overrides: Any) -> GuardSpec:

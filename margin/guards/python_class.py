@@ -13,8 +13,8 @@ from typing import Any
 
 from margin.errors import InputError
 from margin.guards.base import Guard
-from margin.hashing import sha256_bytes
 from margin.types import GuardInfo, Verdict
+from margin.util.hashing import sha256_bytes
 
 
 def coerce(item: Any) -> Verdict:

@@ -14,12 +14,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from margin.backends.secrets import check_env_name
 from margin.engine.limits import LIMIT_OPTIONS
 from margin.errors import InputError
 from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, Preset
-from margin.guards.secrets import check_env_name
-from margin.hashing import canonical_json, sha256_text
 from margin.types import GuardInfo
+from margin.util.hashing import canonical_json, sha256_text
 
 BACKENDS = ("transformers", "vllm", "openai")
 # Backend settings a spec may give, per backend. Those marked runtime never change verdicts.

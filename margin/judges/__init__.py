@@ -4,7 +4,7 @@ A judge is a template (a file) and a strict parse rule; the model that answers i
 by whoever uses the judge (a paired study batches those calls through its actors).
 """
 
-from margin.judges.protocol import Behaviour, Judge, JudgeCase, JudgeVerdict
 from margin.judges.template import JudgeTemplate, load_template
+from margin.judges.verdicts import Behaviour, Judge, JudgeCase, JudgeVerdict
 
 __all__ = ["Behaviour", "Judge", "JudgeCase", "JudgeTemplate", "JudgeVerdict", "load_template"]

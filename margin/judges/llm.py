@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from margin.hashing import canonical_json, sha256_text
 from margin.judges.parse import parse_verdict
-from margin.judges.protocol import JudgeCase, JudgeVerdict, Messages
 from margin.judges.template import JudgeTemplate
+from margin.judges.verdicts import JudgeCase, JudgeVerdict, Messages
+from margin.util.hashing import canonical_json, sha256_text
 
 
 class LLMJudge:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from margin.judges.protocol import BEHAVIOURS, JudgeVerdict
+from margin.judges.verdicts import BEHAVIOURS, JudgeVerdict
 
 FORMAT = "margin-judge-json/1"
 KEYS = ("rationale", "original_behaviour", "transformed_behaviour", "same_request", "preserved")

@@ -25,11 +25,11 @@ from typing import Any
 import yaml
 
 from margin.errors import InputError
-from margin.hashing import sha256_bytes
 from margin.judges.parse import FORMAT
-from margin.judges.protocol import JudgeCase, Messages
-from margin.suggest import did_you_mean
-from margin.yamlfile import parse_yaml
+from margin.judges.verdicts import JudgeCase, Messages
+from margin.util.hashing import sha256_bytes
+from margin.util.suggest import did_you_mean
+from margin.util.yamlfile import parse_yaml
 
 PLACEHOLDERS = ("original_prompt", "original_response", "transformed_prompt", "transformed_response")
 SLOT = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")

@@ -30,7 +30,7 @@ wrong, in the guard's answer's direction:
 Every candidate is `transform="adaptive"` with an edit script as strength (`edits.py`), so
 its text rebuilds from (transform, strength, seed). Costs come from the run's CostModel.
 Its flip costs are upper bounds on each prompt's true flip cost: never rank them with
-standard-suite margins (`margin.protocols`).
+standard-suite margins (`margin.reports.protocols`).
 """
 
 from __future__ import annotations

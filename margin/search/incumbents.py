@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from margin.errors import InputError
-from margin.records import read_jsonl, result_from_record
+from margin.runfolder import read_jsonl, result_from_record
 from margin.types import Flip
 
 

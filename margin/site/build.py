@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from margin.errors import InputError
-from margin.records import dumps
+from margin.runfolder import dumps
 from margin.site.inputs import SiteInputs, Snapshot, load_publish_dir
 from margin.site.pages import API, Pages
 

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from margin.errors import InputError
-from margin.pairings import PROTOCOL as PAIRINGS_PROTOCOL
-from margin.pairings import validate_pairings
-from margin.publish import address, content_hash
-from margin.snapshot_schema import validate_snapshot
+from margin.reports.pairings import PROTOCOL as PAIRINGS_PROTOCOL
+from margin.reports.pairings import validate_pairings
+from margin.reports.publish import address, content_hash
+from margin.reports.snapshot_schema import validate_snapshot
 
 KINDS = ("guardrails", "pairings")
 NAME = re.compile(r"margin-(?P<kind>guardrails|pairings)-(?P<date>\d{4}-\d{2}-\d{2})-(?P<hash>[0-9a-f]{16})\.json")

@@ -15,10 +15,10 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from margin.pairings import Thresholds, model_order
-from margin.provenance import margin_version
+from margin.reports.pairings import Thresholds, model_order
 from margin.site.inputs import SiteInputs, Snapshot
 from margin.site.svg import LadderPoint, curves_svg, ladder_svg
+from margin.util.provenance import margin_version
 
 API = {"guardrails": "api/v1/margin/guardrails", "pairings": "api/v1/margin/pairings"}
 STATUS_TEXT = {"bypass_found": "bypass found", "no_bypass_found": "none found", None: "not tested"}

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from margin.datasets import cache_dir
-from margin.sqlitefile import open_shared, rows_for_keys
 from margin.studies.models import Reply
+from margin.util.sqlitefile import open_shared, rows_for_keys
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS replies (

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from margin.engine.book import Backoff, Book, Job, Origin, Outcome, Store
-from margin.hashing import canonical_json, sha256_text
 from margin.studies.models import Messages, Reply
+from margin.util.hashing import canonical_json, sha256_text
 
 OnDone = Callable[[Reply | None], None]
 OnRecord = Callable[[dict[str, Any]], None]

@@ -20,11 +20,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from margin.errors import InputError
-from margin.hashing import sha256_bytes
 from margin.studies.models import ModelSpec
-from margin.suggest import did_you_mean
 from margin.types import Label
-from margin.yamlfile import parse_yaml
+from margin.util.hashing import sha256_bytes
+from margin.util.suggest import did_you_mean
+from margin.util.yamlfile import parse_yaml
 
 Loc = tuple[str | int, ...]
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._~+-]*")

@@ -17,7 +17,7 @@ from margin.engine.limits import EndpointLimits
 from margin.engine.local import LocalPool
 from margin.engine.pool import OnCall, Pool, _ignore
 from margin.engine.stream import StreamPool
-from margin.search.session import CallSettings
+from margin.runs.session import CallSettings
 from margin.studies.models import ChatModel, ModelSpec
 
 #: Generations are long: a model's request may take this long before it counts as hung.

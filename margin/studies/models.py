@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from margin.backends.secrets import check_env_name
 from margin.engine.limits import LIMIT_OPTIONS
-from margin.guards.secrets import check_env_name
-from margin.hashing import canonical_json, sha256_text
+from margin.util.hashing import canonical_json, sha256_text
 
 Backend = Literal["openai", "vllm", "transformers"]
 Messages = list[dict[str, str]]
@@ -152,7 +152,7 @@ class ChatModel:
         return out
 
     def _request(self, messages: Messages) -> Any:
-        from margin.guards.generation import GuardRequest
+        from margin.backends.generation import GuardRequest
 
         return GuardRequest(messages=tuple(self._with_system(messages)), max_new_tokens=self.max_tokens,
                             chat_template_kwargs=dict(self.spec.chat_template_kwargs),
@@ -176,15 +176,15 @@ def _backend(spec: ModelSpec) -> Any:
     options = dict(spec.backend_options)
     model, revision = spec.checkpoint()
     if spec.backend == "openai":
-        from margin.guards.backends.http import AsyncEndpoint
-        from margin.guards.backends.openai_http import OpenAIChatBackend
+        from margin.backends.http import AsyncEndpoint
+        from margin.backends.openai_http import OpenAIChatBackend
 
         assert spec.base_url is not None
         return OpenAIChatBackend(AsyncEndpoint(spec.base_url, spec.api_key_env), model, top_logprobs=0)
     if spec.backend == "vllm":
-        from margin.guards.backends.vllm_offline import VLLMBackend
+        from margin.backends.vllm_offline import VLLMBackend
 
         return VLLMBackend(model, revision, top_logprobs=0, engine=options.get("engine"))
-    from margin.guards.backends.transformers_lm import TransformersLM
+    from margin.backends.transformers_lm import TransformersLM
 
     return TransformersLM(model, revision, device=options.get("device"), dtype=options.get("dtype"), top_logprobs=1)

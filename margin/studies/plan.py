@@ -22,7 +22,7 @@ from margin.guards.make import describe_guard
 from margin.guards.spec import GuardSpec, check
 from margin.judges.llm import LLMJudge
 from margin.judges.template import builtin_templates, load_template
-from margin.pairings import Thresholds
+from margin.reports.pairings import Thresholds
 from margin.studies.config import (
     JudgeConfig,
     Loc,
@@ -33,10 +33,10 @@ from margin.studies.config import (
     read_config,
 )
 from margin.studies.models import ModelSpec, identity_key, model_identity
-from margin.suggest import did_you_mean
 from margin.transforms.registry import get_transform, registry
 from margin.transforms.suites import EACH_WORD, builtin_suites, load_suite
 from margin.types import GuardInfo, Prompt
+from margin.util.suggest import did_you_mean
 
 
 @dataclass(frozen=True, slots=True)

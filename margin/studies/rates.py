@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from margin.bootstrap import BootstrapSpec, Interval, counts_from_draws, percentile_interval
-from margin.judges.protocol import JudgeStatus
-from margin.pairings import Thresholds, TransformationOutcome
+from margin.judges.verdicts import JudgeStatus
+from margin.reports.bootstrap import BootstrapSpec, Interval, counts_from_draws, percentile_interval
+from margin.reports.pairings import Thresholds, TransformationOutcome
 from margin.types import VerdictLabel
 
 

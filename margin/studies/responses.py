@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from margin.engine.loop import run_pools
-from margin.judges.protocol import JudgeCase, JudgeVerdict
-from margin.records import dumps, read_jsonl
-from margin.search.resume import cut_torn_tail
-from margin.search.session import CallSettings
+from margin.judges.verdicts import JudgeCase, JudgeVerdict
+from margin.runfolder import dumps, read_jsonl
+from margin.runs.resume import cut_torn_tail
+from margin.runs.session import CallSettings
 from margin.studies.cache import ReplyCache, default_cache_path
 from margin.studies.calls import StudyCalls, load_replay
 from margin.studies.model_pools import model_limits, model_pool

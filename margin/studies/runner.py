@@ -17,18 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from margin.bootstrap import BootstrapSpec
 from margin.engine.cluster import connect, disconnect
 from margin.errors import InputError
-from margin.hashing import canonical_json
-from margin.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
-from margin.records import atomic_write_text, dumps, read_jsonl
-from margin.search.guard_pool import is_remote
-from margin.search.session import CallSettings
+from margin.reports.bootstrap import BootstrapSpec
+from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
+from margin.runfolder import atomic_write_text, dumps, read_jsonl
+from margin.runs.guard_pool import is_remote
+from margin.runs.session import CallSettings
 from margin.studies.plan import StudyPlan, Transformation
 from margin.studies.rates import Row, outcome
 from margin.studies.responses import OnBatch, ResponseOutcome, collect
 from margin.studies.verdicts import GuardStats, Verdicts, guard_verdicts
+from margin.util.hashing import canonical_json
 
 Engine = Literal["ray", "local"]
 PRESERVATION_UNITS = "every prompt of the subset with both responses and a judge output"
@@ -254,7 +254,7 @@ def write_cases(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], c
 
 
 def write_plots(pairings: dict[str, Any], out_dir: Path) -> list[Path]:
-    from margin.plots import capability_ladder_figure, pairing_matrix_figure, save
+    from margin.reports.plots import capability_ladder_figure, pairing_matrix_figure, save
 
     name = pairings["meta"]["study"]["name"]
     return (save(pairing_matrix_figure(pairings, f"{name}: qualifying / tested transformations"),

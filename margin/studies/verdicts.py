@@ -1,7 +1,7 @@
 """Guard verdicts for a study: originals and transformed prompts, through the search engine.
 
 Each prompt is one exhaustive search over its transformed texts (one candidate per
-transformation) through the same guard session as `margin run` (`margin.search.session`):
+transformation) through the same guard session as `margin run` (`margin.runs.session`):
 the driver batches or streams every prompt's texts, answers repeats from the verdict cache,
 writes receipts and replays them on resume.
 """
@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from margin.records import ReceiptWriter
-from margin.search.cache import VerdictCache, default_cache_path
+from margin.runfolder import ReceiptWriter
+from margin.runs.driver import Replay
+from margin.runs.resume import cut_torn_tail, load_replay
+from margin.runs.session import CallSettings, GuardSession
+from margin.runs.verdict_cache import VerdictCache, default_cache_path
 from margin.search.candidates import original_candidate
-from margin.search.driver import Replay
-from margin.search.resume import cut_torn_tail, load_replay
-from margin.search.session import CallSettings, GuardSession
 from margin.search.strategies import ExhaustiveSearch
 from margin.studies.plan import GuardPlan, StudyPlan
 from margin.types import Candidate, Verdict

@@ -1,7 +1,7 @@
 """Homoglyphs: letters swapped for TR39 confusables that render alike.
 
 The table is Unicode's confusables.txt as shipped by the confusable-homoglyphs package
-(`margin.confusables`, which the `skeleton` defence maps back with); margin keeps only
+(`margin.util.confusables`, which the `skeleton` defence maps back with); margin keeps only
 single-code-point letters that NFKC leaves alone (Cyrillic, Greek, Armenian ...
 lookalikes), since mathematical and full-width variants are styled letters, covered in
 `styled.py`.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import functools
 import unicodedata
 
-from margin.confusables import lookalikes
 from margin.transforms.base import Substitution
+from margin.util.confusables import lookalikes
 
 
 @functools.cache

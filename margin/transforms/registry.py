@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 
-from margin.suggest import did_you_mean
 from margin.transforms import (
     bidi,
     controls,
@@ -19,6 +18,7 @@ from margin.transforms import (
 )
 from margin.transforms.base import Transform
 from margin.transforms.wrappers import load_wrappers
+from margin.util.suggest import did_you_mean
 
 
 @functools.cache

@@ -9,10 +9,10 @@ from pathlib import Path
 import yaml
 
 from margin.errors import InputError
-from margin.hashing import sha256_bytes
-from margin.suggest import did_you_mean
 from margin.transforms.base import SALIENT, Transform
 from margin.transforms.registry import get_transform, registry
+from margin.util.hashing import sha256_bytes
+from margin.util.suggest import did_you_mean
 
 EACH_WORD = "@*"  # expands, per prompt, to one candidate per word: @0, @1, ...
 

@@ -11,10 +11,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from margin.backends.generation import Generation, GuardRequest
 from margin.errors import InputError
-from margin.guards.generation import Generation, GuardRequest
-from margin.hashing import canonical_json
 from margin.types import Verdict
+from margin.util.hashing import canonical_json
 
 INVALID = Verdict("invalid")
 

@@ -16,9 +16,9 @@ import json
 import re
 from importlib import resources
 
+from margin.backends.generation import Generation, GuardRequest, Step, label_mass, share
 from margin.errors import InputError
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter, option_choice, option_int
-from margin.guards.generation import Generation, GuardRequest, Step, label_mass, share
 from margin.types import Verdict
 
 FINAL = "<|channel|>final<|message|>"

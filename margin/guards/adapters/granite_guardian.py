@@ -13,9 +13,7 @@ from __future__ import annotations
 import math
 import re
 
-from margin.errors import InputError
-from margin.guards.adapters.base import INVALID, SingleRequestAdapter, option_bool, user
-from margin.guards.generation import (
+from margin.backends.generation import (
     Generation,
     GuardRequest,
     decision_step,
@@ -23,6 +21,8 @@ from margin.guards.generation import (
     norm,
     share,
 )
+from margin.errors import InputError
+from margin.guards.adapters.base import INVALID, SingleRequestAdapter, option_bool, user
 from margin.types import Verdict
 
 FIRST_WORD = re.compile(r"\w+")

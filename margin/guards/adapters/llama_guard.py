@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
+from margin.backends.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.errors import InputError
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter, user
-from margin.guards.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.types import Verdict, VerdictLabel
 
 CATEGORY = re.compile(r"S\d{1,2}")

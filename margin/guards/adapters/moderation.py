@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from margin.errors import InputError
-from margin.hashing import canonical_json
 from margin.types import Verdict
+from margin.util.hashing import canonical_json
 
 NOT_HARM = frozenset({"health", "financial", "law", "pii"})
 

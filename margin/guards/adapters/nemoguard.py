@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 
+from margin.backends.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter, user
-from margin.guards.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.types import Verdict
 
 CATEGORIES = (

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
+from margin.backends.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter, option_choice, user
-from margin.guards.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.types import Verdict, VerdictLabel
 
 SAFETY = re.compile(r"Safety:\s*(Safe|Unsafe|Controversial)")

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from margin.errors import InputError
-from margin.hashing import canonical_json
 from margin.types import Verdict
+from margin.util.hashing import canonical_json
 
 ATTACK_CAVEAT = ("detects prompt attacks (injection / jailbreak), not harmful content: "
                  "unsafe means 'attack', so its margins answer a different question than harm guards'")

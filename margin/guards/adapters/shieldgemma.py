@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from margin.backends.generation import Generation, GuardRequest, label_mass, share
 from margin.errors import InputError
 from margin.guards.adapters.base import INVALID, Adapter, user
-from margin.guards.generation import Generation, GuardRequest, label_mass, share
 from margin.types import Verdict, VerdictLabel
 
 # The model card's prompt-classification wording; the template adds the `* ` bullet.

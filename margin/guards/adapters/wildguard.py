@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
+from margin.backends.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter
-from margin.guards.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.types import Verdict
 
 TEMPLATE = """<s><|user|>

@@ -1,0 +1,81 @@
+"""Measurement protocols: which margins may be compared, merged or ranked together.
+
+A standard-suite margin comes from a fixed, guard-blind suite: every guard faces the same
+test, so margins rank. An adaptive margin comes from a search steered by the guard's own
+answers: each flip cost is an upper bound on that prompt's true flip cost, tighter for some
+guards than others, so it is never merged or ranked with standard-suite margins. Runs say
+which they are in `run.json` (`protocol`, `search`) and snapshots in `meta.protocol`,
+`meta.provenance.search` and each record's `evaluation`; `require_one_protocol` is the check
+a publish or merge step runs before it puts results side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from margin.errors import InputError
+from margin.reports.snapshot import PROTOCOL as STANDARD_PROTOCOL
+
+ADAPTIVE_PROTOCOL = "margin-adaptive-flip-cost/1"
+ADAPTIVE_SEARCHES = frozenset({"adaptive"})
+ADAPTIVE_CAVEAT = (
+    "adaptive search: guard-guided edits; each flip cost is an upper bound on the prompt's true "
+    "flip cost, so these margins are not comparable with standard-suite margins and are never "
+    "ranked or merged with them"
+)
+ADAPTIVE_METHODOLOGY = (
+    " ADAPTIVE: flip costs come from a search steered by this guard's answers (knock-out and "
+    "put-in edits at the words the guard reacts to, then pruning), capped per prompt by a "
+    "guard-call budget; each is an upper bound on the prompt's true flip cost."
+)
+
+
+def protocol_for(search: str) -> str:
+    return ADAPTIVE_PROTOCOL if search in ADAPTIVE_SEARCHES else STANDARD_PROTOCOL
+
+
+def protocol_of(document: Mapping[str, Any]) -> str:
+    """The protocol of a snapshot (`meta.protocol`) or a run manifest (`protocol`, or the
+    protocol its `search` implies)."""
+    meta = document.get("meta")
+    if isinstance(meta, Mapping) and "protocol" in meta:
+        return str(meta["protocol"])
+    if "protocol" in document:
+        return str(document["protocol"])
+    if "search" in document:
+        return protocol_for(str(document["search"]))
+    raise InputError("no protocol: neither a snapshot nor a run manifest", field="protocol")
+
+
+def require_one_protocol(documents: Iterable[Mapping[str, Any]], names: Iterable[str] | None = None) -> str:
+    """The one protocol all documents share; InputError naming the odd one out otherwise."""
+    labels = list(names) if names is not None else None
+    first: str | None = None
+    for index, document in enumerate(documents):
+        protocol = protocol_of(document)
+        if first is None:
+            first = protocol
+        elif protocol != first:
+            where = labels[index] if labels else f"document {index + 1}"
+            raise InputError(
+                f"cannot put {protocol} results with {first} results: adaptive margins are upper "
+                "bounds and are never merged or ranked with standard-suite margins", path=where)
+    if first is None:
+        raise InputError("nothing to compare", field="protocol")
+    return first
+
+
+def mark_protocol(snapshot: dict[str, Any], search: str) -> dict[str, Any]:
+    """Label a snapshot with its search's protocol; adaptive ones also carry the caveat in
+    the methodology and in every record's evaluation (`upper_bound: true`)."""
+    protocol = protocol_for(search)
+    snapshot["meta"]["protocol"] = protocol
+    snapshot["meta"]["provenance"]["protocol"] = protocol
+    if protocol == ADAPTIVE_PROTOCOL:
+        snapshot["meta"]["methodology"] += ADAPTIVE_METHODOLOGY
+        for record in snapshot["data"]:
+            evaluation = record["evaluation"]
+            evaluation["upper_bound"] = True
+            evaluation["caveats"] = [*evaluation.get("caveats", []), ADAPTIVE_CAVEAT]
+    return snapshot

@@ -1,0 +1,247 @@
+"""`margin publish`: one ranked leaderboard snapshot from several runs, and the pairings
+snapshot from paired studies, each written once under a name made of its date and content
+hash, with `meta.snapshot_url` pointing at that name.
+
+Margins are comparable only within one protocol: the runs must share dataset (bytes), suite
+(bytes), budget, cost norm, prompt set and defence (`--normalize`, with its version), or
+publish refuses and says what differs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from margin.errors import InputError
+from margin.reports.bootstrap import BootstrapSpec
+from margin.reports.effectiveness import effectiveness_record
+from margin.reports.observations import from_receipts
+from margin.reports.pairings import load_pairings, merge_pairings
+from margin.reports.snapshot import build_snapshot, snapshot_entry
+from margin.runfolder import RunDir, atomic_write_text, dumps, load_run
+from margin.util.hashing import canonical_json, sha256_text
+
+ADAPTIVE = "adaptive"
+
+
+def _prompt_set(run: RunDir) -> str:
+    ids = sorted(r.prompt_id for r in run.results)
+    return f"{len(ids)} prompts (ids sha256 {sha256_text(chr(10).join(ids))[:12]})"
+
+
+def _named(run: RunDir, key: str) -> str:
+    block = run.manifest.get(key) or {}
+    return f"{block.get('name')} (sha256 {str(block.get('sha256'))[:12]})"
+
+
+def _defence(run: RunDir) -> str:
+    """The pre-processing in front of the guard (`--normalize`), with its version where recorded."""
+    params = dict(run.guard.params)
+    version = params.get("normalize_version")
+    return params.get("normalize", "none") + (f" ({version})" if version else "")
+
+
+#: What must match for margins to be ranked together: (name, how to read it from a run).
+COMPARABLE: tuple[tuple[str, Callable[[RunDir], str]], ...] = (
+    ("dataset", lambda run: _named(run, "dataset")),
+    ("suite", lambda run: _named(run, "suite")),
+    ("budget", lambda run: f"{run.budget:g}"),
+    ("cost norm", lambda run: str(run.manifest.get("cost_norm"))),
+    ("prompt set", _prompt_set),
+    # A defence changes what is measured: guards behind different pre-processing are not ranked together.
+    ("defence (--normalize)", _defence),
+)
+
+
+def differences(runs: Sequence[RunDir]) -> list[str]:
+    """One line per property on which the runs disagree, naming each run's value."""
+    out = []
+    for name, read in COMPARABLE:
+        values = {str(run.path): read(run) for run in runs}
+        if len(set(values.values())) > 1:
+            out.append(f"{name} differs: " + "; ".join(f"{path}: {value}" for path, value in values.items()))
+    return out
+
+
+def check_publishable(runs: Sequence[RunDir]) -> None:
+    for run in runs:
+        if run.search == ADAPTIVE:
+            raise InputError("an adaptive run's cost is an upper bound, never ranked with standard-suite margins",
+                             path=run.path)
+    diffs = differences(runs)
+    if diffs:
+        raise InputError("runs are not comparable, refusing to rank them: " + " | ".join(diffs))
+    seen: dict[str, Path] = {}
+    for run in runs:
+        gid = run.guard.id
+        if gid in seen:
+            raise InputError(f"guard {gid!r} appears in {seen[gid]} and {run.path}; publish one run per guard "
+                             "(merge shards or retries with margin score first)", path=run.path)
+        seen[gid] = run.path
+
+
+def run_provenance(run: RunDir) -> dict[str, Any]:
+    """margin version and commit that produced the run, from its own snapshot where present."""
+    try:
+        meta = json.loads((run.path / "snapshot.json").read_text(encoding="utf-8"))["meta"]["provenance"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {k: meta.get(k) for k in ("margin_version", "git_commit")}
+
+
+def build_leaderboard(runs: Sequence[RunDir], date: dt.date, spec: BootstrapSpec | None = None) -> dict[str, Any]:
+    entries = [snapshot_entry(run.guard, run.results, run.budget,
+                              {"search": run.search, "seed": run.manifest.get("seed"), **run_provenance(run)},
+                              spec)
+               for run in runs]
+    m = runs[0].manifest
+    provenance = {
+        "dataset": {"name": m["dataset"].get("name"), "sha256": m["dataset"].get("sha256")},
+        "suite": {"name": m["suite"].get("name"), "sha256": m["suite"].get("sha256")},
+        "budget": runs[0].budget,
+        "cost_norm": m.get("cost_norm"),
+        "corpus_mean_length": m.get("corpus_mean_length"),
+        "prompts": len(runs[0].results),
+        "seeds": sorted({run.manifest.get("seed") for run in runs}, key=str),
+    }
+    return build_snapshot(entries, provenance, date, spec=spec)
+
+
+def content_hash(snapshot: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON with meta.snapshot_url set to null (the url names the hash)."""
+    body = {**snapshot, "meta": {**snapshot["meta"], "snapshot_url": None}}
+    return sha256_text(canonical_json(body))
+
+
+def write_immutable(path: Path, text: str) -> None:
+    """Write once; the same content again is a no-op, different content is refused."""
+    if path.exists():
+        if path.read_text(encoding="utf-8") == text:
+            return
+        raise InputError("exists with different content; published snapshots are immutable", path=path)
+    atomic_write_text(path, text)
+    os.chmod(path, 0o444)
+
+
+def write_latest(path: Path, text: str) -> None:
+    atomic_write_text(path, text)
+    os.chmod(path, 0o644)
+
+
+def address(snapshot: dict[str, Any], kind: str, base_url: str | None) -> tuple[str, dict[str, Any]]:
+    """(file name, snapshot with meta.snapshot_url set), the name from date and content hash."""
+    name = f"margin-{kind}-{snapshot['meta']['snapshot_date']}-{content_hash(snapshot)[:16]}.json"
+    url = f"{base_url.rstrip('/')}/{name}" if base_url else name
+    return name, {**snapshot, "meta": {**snapshot["meta"], "snapshot_url": url}}
+
+
+@dataclass
+class Published:
+    leaderboard: dict[str, Any] | None = None
+    pairings: dict[str, Any] | None = None
+    files: list[Path] = field(default_factory=list)
+    effectiveness: dict[str, dict[str, Any]] = field(default_factory=dict)  # guard id -> record
+
+
+def split_publish_inputs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """(run folders, pairings files): a study output is a folder with pairings.json or the file."""
+    runs, studies = [], []
+    for path in paths:
+        if path.is_dir() and (path / "run.json").is_file():
+            runs.append(path)
+        elif path.is_dir() and (path / "pairings.json").is_file():
+            studies.append(path / "pairings.json")
+        elif path.is_file() and path.suffix == ".json":
+            studies.append(path)
+        else:
+            raise InputError("neither a run folder (run.json) nor a study output (pairings.json)", path=path)
+    return runs, studies
+
+
+def publish(paths: Sequence[Path], out_dir: Path, *, base_url: str | None = None, date: dt.date | None = None,
+            families: dict[str, str] | None = None, plots: bool = True) -> Published:
+    date = date or dt.datetime.now(dt.UTC).date()
+    run_paths, study_paths = split_publish_inputs(paths)
+    runs = [load_run(p) for p in run_paths]
+    pairings_in = [(str(p), load_pairings(p)) for p in study_paths]  # validate everything before writing
+    if runs:
+        check_publishable(runs)
+    published = Published()
+    if runs:
+        name, snapshot = address(build_leaderboard(runs, date), "guardrails", base_url)
+        text = dumps(snapshot) + "\n"
+        write_immutable(out_dir / name, text)
+        write_latest(out_dir / "guardrails.json", text)  # the latest, as the API serves it
+        published.leaderboard = snapshot
+        published.files += [out_dir / name, out_dir / "guardrails.json"]
+        for run in runs:
+            if run.search == "exhaustive":
+                observations = from_receipts(run.receipts(), run.results)
+                published.effectiveness[run.guard.id] = effectiveness_record(observations, families)
+        if plots:
+            published.files += leaderboard_plots(snapshot, published.effectiveness, out_dir / name[:-5])
+    if pairings_in:
+        name, pairings = address(merge_pairings(pairings_in, date), "pairings", base_url)
+        text = dumps(pairings) + "\n"
+        write_immutable(out_dir / name, text)
+        write_latest(out_dir / "pairings.json", text)
+        published.pairings = pairings
+        published.files += [out_dir / name, out_dir / "pairings.json"]
+        if plots:
+            published.files += pairings_plots(pairings, out_dir / name[:-5])
+    return published
+
+
+def leaderboard_plots(snapshot: dict[str, Any], effects: dict[str, dict[str, Any]], stem: Path) -> list[Path]:
+    from margin.reports.plots import (
+        CurveSeries,
+        curves_figure,
+        fpr_fnr_figure,
+        heatmap_figure,
+        save,
+    )
+
+    prov = snapshot["meta"]["provenance"]
+    title = f"{prov['dataset']['name']} · {prov['suite']['name']} suite · budget {prov['budget']:g}"
+    files = save(curves_figure([CurveSeries.from_record(r) for r in snapshot["data"]], title),
+                 stem.with_name(stem.name + "-curves"))
+    points = [(r["id"], _error(r, "safe"), _error(r, "unsafe")) for r in snapshot["data"]]
+    files += save(fpr_fnr_figure(points, f"original prompts of {prov['dataset']['name']}"),
+                  stem.with_name(stem.name + "-fpr-fnr"))
+    if effects:
+        rows, columns, values = effectiveness_grid(effects)
+        files += save(heatmap_figure(rows, columns, values, "flip rate per transform (exhaustive runs)"),
+                      stem.with_name(stem.name + "-effectiveness"))
+    return files
+
+
+def _error(record: dict[str, Any], label: str) -> float | None:
+    acc = record.get("clean_accuracy", {}).get(label)
+    return None if acc is None else 1.0 - acc / 100.0
+
+
+def effectiveness_grid(effects: dict[str, dict[str, Any]], level: str = "transforms"
+                       ) -> tuple[list[str], list[str], list[list[float | None]]]:
+    """Rows: transforms; columns: guard x class; cells: flip rate."""
+    names = sorted({r["name"] for rec in effects.values() for r in rec[level]})
+    columns = [f"{gid} · {label}" for gid in effects for label in ("unsafe", "safe")]
+    values = []
+    for name in names:
+        row: list[float | None] = []
+        for rec in effects.values():
+            found = next((r for r in rec[level] if r["name"] == name), None)
+            row += [None if found is None else found[label]["flip_rate"] for label in ("unsafe", "safe")]
+        values.append(row)
+    return names, columns, values
+
+
+def pairings_plots(pairings: dict[str, Any], stem: Path) -> list[Path]:
+    from margin.reports.plots import capability_ladder_figure, pairing_matrix_figure, save
+
+    return (save(pairing_matrix_figure(pairings), stem.with_name(stem.name + "-matrix"))
+            + save(capability_ladder_figure(pairings), stem.with_name(stem.name + "-ladder")))

@@ -1,0 +1,308 @@
+"""Rich tables for `margin report`, `margin score` and `margin publish`.
+
+Every builder reads plain records (a snapshot record, analysis records, results), so a table
+shows exactly the numbers a JSON file holds. Intervals print as `value [low, high]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from margin.reports.observations import Coverage
+from margin.types import LABELS, SearchResult
+from margin.util.display import make_visible
+
+HEADLINE = (
+    ("balanced_margin", "balanced margin"),
+    ("unsafe_margin", "unsafe margin (false allows)"),
+    ("safe_margin", "safe margin (false blocks)"),
+    ("clean_balanced_accuracy", "clean balanced accuracy %"),
+    ("clean_unsafe_accuracy", "clean accuracy, unsafe %"),
+    ("clean_safe_accuracy", "clean accuracy, safe %"),
+)
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def share(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def with_ci(value: float | None, interval: Sequence[float] | None, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if interval is None:
+        return fmt(value, digits)
+    return f"{value:.{digits}f} [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
+
+
+def figure_value(record: Mapping[str, Any], name: str) -> float | None:
+    if name in record:
+        return record[name]  # type: ignore[no-any-return]
+    label = name.removeprefix("clean_").removesuffix("_accuracy")
+    return record.get("clean_accuracy", {}).get(label)  # type: ignore[no-any-return]
+
+
+def margins_table(record: Mapping[str, Any], title: str = "") -> Table:
+    """One guard's headline figures with their 95% intervals."""
+    table = Table(title=title or f"margin — {record.get('id', '')}")
+    table.add_column("figure")
+    table.add_column("value [95% CI]", justify="right")
+    cis = record.get("confidence_intervals", {})
+    for name, label in HEADLINE:
+        table.add_row(label, with_ci(figure_value(record, name), cis.get(name)))
+    cov = record.get("coverage", {})
+    scored, missing = cov.get("scored", {}), cov.get("missing", {})
+    table.add_row("prompts scored (unsafe / safe)", f"{scored.get('unsafe', 0)} / {scored.get('safe', 0)}")
+    table.add_row("prompts missing (unsafe / safe)", f"{missing.get('unsafe', 0)} / {missing.get('safe', 0)}")
+    return table
+
+
+def leaderboard_table(snapshot: Mapping[str, Any], title: str = "leaderboard") -> Table:
+    table = Table(title=title)
+    for column in ("rank", "guard", "balanced", "unsafe", "safe", "clean bal. acc. %"):
+        table.add_column(column, justify="left" if column == "guard" else "right")
+    for r in snapshot["data"]:
+        cis = r.get("confidence_intervals", {})
+        table.add_row(str(r["rank"]), r["id"],
+                      *(with_ci(r[n], cis.get(n)) for n in ("balanced_margin", "unsafe_margin", "safe_margin",
+                                                            "clean_balanced_accuracy")))
+    return table
+
+
+def slices_table(dimension: str, slices: Mapping[str, Mapping[str, Any]]) -> Table:
+    """Every figure per slice value (a type, or a tag column's value)."""
+    table = Table(title=f"slices by {dimension}")
+    for column in ("slice", "n unsafe/safe", "unsafe margin", "safe margin", "balanced", "clean acc. %"):
+        table.add_column(column, justify="left" if column == "slice" else "right")
+    for value, r in slices.items():
+        cis = r.get("confidence_intervals", {})
+        n = r.get("coverage", {}).get("scored", {})
+        clean = r.get("clean_balanced_accuracy")
+        clean_text = with_ci(clean, cis.get("clean_balanced_accuracy"), 1) if clean is not None else " / ".join(
+            with_ci(figure_value(r, f"clean_{label}_accuracy"), cis.get(f"clean_{label}_accuracy"), 1)
+            for label in LABELS if figure_value(r, f"clean_{label}_accuracy") is not None)
+        table.add_row(value, f"{n.get('unsafe', 0)}/{n.get('safe', 0)}",
+                      with_ci(r.get("unsafe_margin"), cis.get("unsafe_margin")),
+                      with_ci(r.get("safe_margin"), cis.get("safe_margin")),
+                      with_ci(r.get("balanced_margin"), cis.get("balanced_margin")), clean_text)
+    return table
+
+
+def coverage_table(results: Sequence[SearchResult], coverage: Coverage | None) -> Table:
+    """Attempted against valid: prompts per class, then candidates and raw guard calls."""
+    table = Table(title="coverage")
+    table.add_column("what")
+    table.add_column("attempted", justify="right")
+    table.add_column("valid", justify="right")
+    table.add_column("invalid", justify="right")
+    table.add_column("no output", justify="right")
+    for label in LABELS:
+        rs = [r for r in results if r.label == label]
+        scored = [r for r in rs if r.status == "scored"]
+        table.add_row(f"{label} prompts", str(len(rs)), str(sum(r.clean_verdict in LABELS for r in scored)),
+                      str(sum(r.clean_verdict == "invalid" for r in scored)),
+                      str(sum(r.status == "missing" for r in rs)))
+    if coverage is not None:
+        table.add_row("candidates (distinct, originals included)", str(coverage.candidates), str(coverage.valid),
+                      str(coverage.invalid), str(coverage.no_output))
+        table.add_row(f"guard call attempts (+{coverage.cache_hits} cache hits)", str(coverage.attempts),
+                      str(coverage.attempts - coverage.failed_attempts), "", str(coverage.failed_attempts))
+    return table
+
+
+def coverage_record(results: Sequence[SearchResult], coverage: Coverage | None) -> dict[str, Any]:
+    """The coverage table's figures, for `margin report --json`."""
+    prompts = {}
+    for label in LABELS:
+        rs = [r for r in results if r.label == label]
+        scored = [r for r in rs if r.status == "scored"]
+        prompts[label] = {"attempted": len(rs), "valid": sum(r.clean_verdict in LABELS for r in scored),
+                          "invalid": sum(r.clean_verdict == "invalid" for r in scored),
+                          "no_output": sum(r.status == "missing" for r in rs)}
+    out: dict[str, Any] = {"prompts": prompts}
+    if coverage is not None:
+        out["candidates"] = {"attempted": coverage.candidates, "valid": coverage.valid,
+                             "invalid": coverage.invalid, "no_output": coverage.no_output}
+        out["guard_calls"] = {"attempts": coverage.attempts, "failed_attempts": coverage.failed_attempts,
+                              "cache_hits": coverage.cache_hits}
+    return out
+
+
+def cheapest_flips(results: Sequence[SearchResult], limit: int = 10) -> list[SearchResult]:
+    """The cheapest flips found by a transform, cheapest first (ties by prompt id)."""
+    flips = [r for r in results if r.flip is not None]
+    return sorted(flips, key=lambda r: (r.flip_cost, r.prompt_id))[:limit]  # type: ignore[arg-type,return-value]
+
+
+def flips_table(results: Sequence[SearchResult], limit: int = 10) -> Table:
+    """The cheapest flips found, invisible characters shown as <U+XXXX>."""
+    flipped = sum(1 for r in results if r.flip is not None)
+    wrong = sum(1 for r in results if r.status == "scored" and r.flip_cost == 0)
+    table = Table(title=f"cheapest flips ({flipped} flipped by a transform, {wrong} wrong on the original)")
+    for column in ("prompt", "label", "cost", "transform (strength)", "verdict", "transformed text"):
+        table.add_column(column, justify="right" if column == "cost" else "left",
+                         overflow="fold" if column == "transformed text" else "ellipsis")
+    for r in cheapest_flips(results, limit):
+        f = r.flip
+        assert f is not None
+        table.add_row(r.prompt_id, r.label, f"{f.cost:.2f}", f"{f.transform} ({f.strength})", f.verdict,
+                      make_visible(f.text))
+    return table
+
+
+def invariance_table(record: Mapping[str, Any], level: str = "transforms") -> Table:
+    table = Table(title=f"invariance per {_singular(level)} (no gold labels; fired = share read unsafe)")
+    for column in ("transform" if level == "transforms" else "family", "prompts", "changed", "lost", "gained",
+                   "candidates changed", "fired"):
+        table.add_column(column, justify="left" if column in ("transform", "family") else "right")
+    rows = [record["original"], *record[level]] if level == "transforms" else record[level]
+    for r in rows:
+        table.add_row(r["name"], str(r["prompts"]), share(r["change_rate"]), str(r["lost"]), str(r["gained"]),
+                      share(r["candidate_change_rate"]), share(r["fired_rate"]))
+    return table
+
+
+def effectiveness_table(record: Mapping[str, Any], level: str = "transforms") -> Table:
+    table = Table(title=f"effectiveness per {_singular(level)}: flip rate (median flip cost) among prompts right originally")
+    table.add_column("transform" if level == "transforms" else "family")
+    for label in (*LABELS, "all"):
+        table.add_column(label, justify="right")
+    for r in record[level]:
+        cells = []
+        for label in (*LABELS, "all"):
+            e = r[label]
+            cells.append("—" if e["flip_rate"] is None else
+                         f"{share(e['flip_rate'])} ({fmt(e['median_flip_cost'])}) of {e['eligible']}")
+        table.add_row(r["name"], *cells)
+    return table
+
+
+def sweep_table(record: Mapping[str, Any]) -> Table:
+    ap = record["average_precision"]
+    table = Table(title=f"threshold sweep (unsafe when p_unsafe >= t); average precision on originals "
+                        f"{fmt(ap['originals'], 3)} over {ap['scored']} scored")
+    for column in ("t", "balanced", "unsafe", "safe", "clean bal. acc. %"):
+        table.add_column(column, justify="right")
+    for r in record["thresholds"]:
+        cis = r["confidence_intervals"]
+        table.add_row(f"{r['threshold']:.2f}", *(with_ci(r[n], cis.get(n)) for n in (
+            "balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy")))
+    return table
+
+
+def integral_table(scores: Sequence[Any], datasets: Sequence[str], groups: Sequence[str], at_budget: float) -> Table:
+    title = "integral score" + (" on original prompts" if at_budget == 0 else f" at budget {at_budget:g}")
+    table = Table(title=title)
+    table.add_column("guard")
+    for name in datasets:
+        table.add_column(f"S {name}", justify="right")
+    for name in groups:
+        table.add_column(f"group {name}", justify="right")
+    for column in ("integral", "FPR avg", "FNR avg"):
+        table.add_column(column, justify="right")
+    for s in scores:
+        table.add_row(s.guard_id, *(fmt(s.datasets.get(d), 3) for d in datasets),
+                      *(fmt(s.groups.get(g), 3) for g in groups), fmt(s.overall, 3), fmt(s.fpr_avg, 3),
+                      fmt(s.fnr_avg, 3))
+    return table
+
+
+def run_tables(record: Mapping[str, Any], results: Sequence[SearchResult], coverage: Coverage | None,
+               analyses: Mapping[str, Any], *, flips: int = 10) -> list[Table]:
+    """Everything `margin report` shows for one run, in reading order."""
+    tables = [margins_table(record)]
+    tables += [slices_table(dimension, values) for dimension, values in record.get("slices", {}).items()]
+    tables += [coverage_table(results, coverage), flips_table(results, flips)]
+    if "invariance" in analyses:
+        tables += [invariance_table(analyses["invariance"]), invariance_table(analyses["invariance"], "families")]
+    if "effectiveness" in analyses:
+        tables += [effectiveness_table(analyses["effectiveness"]),
+                   effectiveness_table(analyses["effectiveness"], "families")]
+    if "sweep" in analyses:
+        tables.append(sweep_table(analyses["sweep"]))
+    return tables
+
+
+def _singular(level: str) -> str:
+    return {"transforms": "transform", "families": "family"}[level]
+
+
+ABLATION_COLUMNS = (("balanced_margin", "balanced"), ("unsafe_margin", "unsafe"), ("safe_margin", "safe"),
+                    ("clean_balanced_accuracy", "clean bal. acc. %"))
+
+
+def change_cell(change: Mapping[str, Any] | None) -> str:
+    """`+1.23 [0.40, 2.10] *`: the change with its paired interval, starred when it leaves out 0."""
+    if change is None:
+        return "—"
+    low, high = change["interval"]
+    return f"{change['difference']:+.2f} [{low:+.2f}, {high:+.2f}]" + (" *" if change["moves"] else "")
+
+
+def ablation_margins_table(record: Mapping[str, Any]) -> Table:
+    table = Table(title=escape(f"defence ablation: {record['meta']['guard']} (value [95% CI]; change against "
+                               "none [paired 95% CI], * where it leaves out 0)"))
+    table.add_column("defence", no_wrap=True)
+    for _, name in ABLATION_COLUMNS:
+        table.add_column(name, justify="right")
+        table.add_column("change", justify="right")
+    table.add_column("guard calls (+decoded)", justify="right")
+    for d in record["defences"]:
+        cells = []
+        for figure, _ in ABLATION_COLUMNS:
+            f = d["figures"][figure]
+            cells += [with_ci(f["value"], f["interval"]), "" if d["change"] is None else change_cell(d["change"][figure])]
+        calls = f"{d['guard_calls']:,}" + (f" (+{d['decoded_calls']:,})" if d["decoded_calls"] else "")
+        table.add_row(d["defence"], *cells, calls)
+    return table
+
+
+def ablation_families_table(record: Mapping[str, Any]) -> Table:
+    """Flip rate per family (all prompts right originally) under each defence."""
+    defences = record["defences"]
+    table = Table(title="flip rate per family: flipped / prompts right originally (closed: flips under none, none now)")
+    table.add_column("family", no_wrap=True)
+    for d in defences:
+        table.add_column(d["defence"], justify="right")
+    by_defence = [{r["name"]: r for r in d["effectiveness"]["families"]} for d in defences]
+    for name in by_defence[0]:
+        cells = []
+        for rows in by_defence:
+            r = rows.get(name)
+            if r is None or r["all"]["flip_rate"] is None:
+                cells.append("—")
+                continue
+            mark = {"closed": " closed", "opened": " opened"}.get(r["status"], "")
+            cells.append(f"{r['all']['flipped']}/{r['all']['eligible']}{mark}")
+        table.add_row(name, *cells)
+    return table
+
+
+def ablation_clean_table(record: Mapping[str, Any], top: int = 3) -> Table:
+    table = Table(title="what else changes: clean verdicts against none, and where each prompt's cheapest flip now comes from")
+    for column in ("defence", "safe now blocked", "unsafe now allowed", "errors mended",
+                   "cheapest unsafe flips", "cheapest safe flips"):
+        table.add_column(column, justify="left" if column in ("defence",) or column.startswith("cheapest") else "right")
+    for d in record["defences"]:
+        clean = d["clean"] or {}
+        counts = [str(len(clean.get(k, []))) if d["clean"] is not None else ""
+                  for k in ("false_blocks_added", "false_allows_added", "errors_fixed")]
+        flips = [", ".join(f"{name} {n}" for name, n in list(d["cheapest_flips"][label].items())[:top])
+                 for label in LABELS]
+        table.add_row(d["defence"], *counts, *flips)
+    return table
+
+
+def ablation_tables(record: Mapping[str, Any]) -> list[Table]:
+    tables = [ablation_margins_table(record)]
+    if all(d.get("effectiveness") for d in record["defences"]):
+        tables.append(ablation_families_table(record))
+    tables.append(ablation_clean_table(record))
+    return tables

@@ -1,0 +1,309 @@
+"""A run folder on disk, written and read: `run.json`, receipts (append-only JSONL), results
+JSONL, atomic writes; and `load_run`, which reads a finished folder back.
+
+Each problem reading a folder is one InputError naming the file (and line), so `score`,
+`report`, `publish` and `integral` refuse a broken folder the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from pathlib import Path
+from typing import IO, Any
+
+from margin.errors import InputError
+from margin.types import Flip, GuardCall, GuardInfo, SearchResult
+from margin.util.hashing import sha256_text
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """A temp file in `path`'s folder, fsynced and renamed over `path` when the block ends
+    (removed if it fails): readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    text = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
+    try:
+        with os.fdopen(fd, mode, **text) as handle:  # type: ignore[call-overload]
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    with atomic_file(path) as handle:
+        handle.write(text)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=False)
+
+
+def info_record(info: GuardInfo) -> dict[str, Any]:
+    """A guard's identity as run.json keeps it (params as [key, value] pairs, in order)."""
+    record = dataclasses.asdict(info)
+    record["params"] = [list(pair) for pair in info.params]
+    record["caveats"] = list(info.caveats)
+    return record
+
+
+def info_from_record(record: dict[str, Any]) -> GuardInfo:
+    """The inverse of `info_record`; also reads params written as an object."""
+    params = record.get("params") or []
+    pairs = params.items() if isinstance(params, dict) else params
+    known = {f.name for f in dataclasses.fields(GuardInfo)}
+    required = {"family": "", "checkpoint": "", "revision": "", "backend": ""}
+    return GuardInfo(**{**required, **{k: v for k, v in record.items() if k in known},
+                        "params": tuple((str(k), str(v)) for k, v in pairs),
+                        "caveats": tuple(str(c) for c in record.get("caveats", ()))})
+
+
+def call_record(run_id: str, guard_id: str, call: GuardCall) -> dict[str, Any]:
+    c, v = call.candidate, call.verdict
+    return {
+        "kind": "call",
+        "run_id": run_id,
+        "guard_id": guard_id,
+        "prompt_id": c.prompt_id,
+        "transform": c.transform,
+        "strength": c.strength,
+        "seed": c.seed,
+        "cost": c.cost,
+        "text_sha256": sha256_text(c.text),
+        "verdict": v.label if v else None,
+        "p_unsafe": v.p_unsafe if v else None,
+        "raw": v.raw if v else None,
+        "latency_s": round(call.latency_s, 6),
+        "attempt": call.attempt,
+        "cached": call.cached,
+        "error": call.error,
+    }
+
+
+def flip_record(flip: Flip | None) -> dict[str, Any] | None:
+    if flip is None:
+        return None
+    return {
+        "transform": flip.transform,
+        "strength": flip.strength,
+        "seed": flip.seed,
+        "cost": flip.cost,
+        "verdict": flip.verdict,
+        "text": flip.text,
+    }
+
+
+def result_record(result: SearchResult) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "prompt_id": result.prompt_id,
+        "label": result.label,
+        "type": result.type,
+        "status": result.status,
+        "clean_verdict": result.clean_verdict,
+        "flip_cost": result.flip_cost,
+        "capped": result.capped,
+        "flip": flip_record(result.flip),
+        "guard_calls": result.guard_calls,
+    }
+    if result.extra:
+        record["tags"] = dict(result.extra)
+    return record
+
+
+def result_from_record(record: dict[str, Any]) -> SearchResult:
+    flip = record.get("flip")
+    return SearchResult(
+        prompt_id=record["prompt_id"],
+        label=record["label"],
+        type=record.get("type", ""),
+        clean_verdict=record["clean_verdict"],
+        flip_cost=record["flip_cost"],
+        capped=record["capped"],
+        flip=Flip(**flip) if flip else None,
+        guard_calls=record["guard_calls"],
+        status=record.get("status", "scored"),
+        extra=tuple(sorted((record.get("tags") or {}).items())),
+    )
+
+
+class ReceiptWriter:
+    """Append-only JSONL: one line per guard call attempt and one per prompt result.
+
+    Lines are buffered and written out by `flush`, which the driver calls after each batch
+    of outcomes, so a killed run leaves whole lines up to its last batch and at most one
+    torn last line (resume cuts it); a call whose line was lost is simply made again. Every
+    `sync_every_s` a flush is also a checkpoint: fsync, so the lines survive a crash of the
+    machine too.
+    """
+
+    def __init__(self, path: Path, run_id: str, guard_id: str, *, sync_every_s: float = 30.0) -> None:
+        self.path = path
+        self.run_id = run_id
+        self.guard_id = guard_id
+        self.sync_every_s = sync_every_s
+        self._handle: IO[str] = open(path, "a", encoding="utf-8", newline="\n", buffering=1 << 20)  # noqa: SIM115 (closed by close())
+        self._head = f'{{"kind": "call", "run_id": {_json_str(run_id)}, "guard_id": {_json_str(guard_id)}, '
+        self._synced = time.monotonic()
+
+    def call(self, call: GuardCall) -> None:
+        self._handle.write(call_line(self._head, call))
+
+    def result(self, result: SearchResult) -> None:
+        self._handle.write(dumps({"kind": "result", "run_id": self.run_id, **result_record(result)}) + "\n")
+
+    def flush(self) -> None:
+        self._handle.flush()
+        if time.monotonic() - self._synced >= self.sync_every_s:
+            self._sync()
+
+    def close(self) -> None:
+        if not self._handle.closed:
+            self._handle.flush()
+            self._sync()
+            self._handle.close()
+
+    def _sync(self) -> None:
+        os.fsync(self._handle.fileno())
+        self._synced = time.monotonic()
+
+
+# A call's receipt line is written field by field: exactly the bytes of
+# `dumps(call_record(...)) + "\n"` (tests/test_records.py checks it), at a fraction of the
+# cost of building a dict and encoding it, which a run does for every candidate.
+_json_str = encode_basestring  # a str as json.dumps(ensure_ascii=False) writes it
+
+
+def _json_float(value: float | None) -> str:
+    if value is None:
+        return "null"
+    if value != value:
+        return "NaN"
+    if value in (math.inf, -math.inf):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float.__repr__(value)
+
+
+def call_line(head: str, call: GuardCall) -> str:
+    """`head` holds the fields every line of a writer shares (kind, run_id, guard_id)."""
+    c, v = call.candidate, call.verdict
+    verdict = (f'"verdict": {_json_str(v.label)}, "p_unsafe": {_json_float(v.p_unsafe)}, "raw": {_json_str(v.raw)}'
+               if v else '"verdict": null, "p_unsafe": null, "raw": null')
+    # A cost is finite (a distance over a positive length) and so is a latency: plain reprs.
+    return (f'{head}"prompt_id": {_json_str(c.prompt_id)}, '
+            f'"transform": {"null" if c.transform is None else _json_str(c.transform)}, '
+            f'"strength": {"null" if c.strength is None else _json_str(c.strength)}, "seed": {int.__repr__(c.seed)}, '
+            f'"cost": {float.__repr__(c.cost)}, "text_sha256": "{sha256_text(c.text)}", {verdict}, '
+            f'"latency_s": {float.__repr__(round(call.latency_s, 6))}, "attempt": {int.__repr__(call.attempt)}, '
+            f'"cached": {"true" if call.cached else "false"}, '
+            f'"error": {"null" if call.error is None else _json_str(call.error)}}}\n')
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Every complete JSON line; a torn last line (a killed writer) is skipped."""
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            if number >= len(lines) - 1:  # only the last line may be torn
+                return
+            raise ValueError(f"{path}:{number}: corrupt JSON line") from None
+
+
+def write_results(path: Path, results: Iterable[SearchResult]) -> None:
+    atomic_write_text(path, "".join(dumps(result_record(r)) + "\n" for r in results))
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+    manifest: dict[str, Any]
+    results: list[SearchResult]
+
+    @property
+    def receipts_path(self) -> Path:
+        return self.path / "receipts.jsonl"
+
+    def receipts(self) -> Iterator[dict[str, Any]]:
+        return read_records(self.receipts_path)
+
+    @property
+    def guard(self) -> GuardInfo:
+        return guard_info(self.manifest, self.path / "run.json")
+
+    @property
+    def budget(self) -> float:
+        return float(self.manifest["budget"])
+
+    @property
+    def search(self) -> str:
+        return str(self.manifest.get("search", ""))
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("not a run folder (no run.json)", path=path.parent) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read ({exc})", path=path) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON ({exc.msg})", path=path, line=exc.lineno) from None
+    if not isinstance(manifest, dict):
+        raise InputError("expected a JSON object", path=path)
+    for key in ("dataset", "suite", "guard", "budget", "cost_norm"):
+        if key not in manifest:
+            raise InputError("missing field", path=path, field=key)
+    return manifest
+
+
+def read_records(path: Path) -> Iterator[dict[str, Any]]:
+    if not path.is_file():
+        raise InputError("no such file", path=path)
+    try:
+        yield from read_jsonl(path)
+    except ValueError as exc:  # a corrupt line that is not the torn last one
+        raise InputError(str(exc), path=path) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 ({exc.reason})", path=path) from None
+
+
+def read_results(path: Path) -> list[SearchResult]:
+    results = []
+    for number, record in enumerate(read_records(path), start=1):
+        try:
+            results.append(result_from_record(record))
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"not a result record ({exc})", path=path, line=number) from None
+    return results
+
+
+def load_run(path: Path) -> RunDir:
+    """A run folder with its manifest and results (receipts are read on demand)."""
+    if not path.is_dir():
+        raise InputError("no such run folder", path=path)
+    return RunDir(path, read_manifest(path / "run.json"), read_results(path / "results.jsonl"))
+
+
+def guard_info(manifest: dict[str, Any], where: Path | str = "run.json") -> GuardInfo:
+    """The guard identity a run recorded (template and caveats where the run kept them)."""
+    g = manifest.get("guard")
+    if not isinstance(g, dict) or "id" not in g:
+        raise InputError("missing guard identity", path=where, field="guard.id")
+    return info_from_record(g)

@@ -1,0 +1,155 @@
+"""`margin ablate`: one guard behind each of several defences, one run per defence.
+
+The candidates are built once and shared: every run searches the same texts at the same
+costs, so each defence's run is exactly `margin run --normalize D` on the same inputs, and
+any difference between runs comes from the defence alone. `none` (the bare guard) always
+runs first: every change is measured against it. The output folder holds one run folder per
+defence (named by the defence), `ablation.json` (`margin.reports.ablation`) and the figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from margin.reports.ablation import BASELINE, DefenceRun, ablation_record
+from margin.reports.effectiveness import effectiveness
+from margin.errors import InputError
+from margin.guards.make import describe_guard
+from margin.guards.normalize import NONE, canonical, guard_texts, steps_of
+from margin.reports.observations import from_receipts, key_of
+from margin.reports.plots import ablation_figure, heatmap_figure, save
+from margin.util.provenance import git_commit, margin_version
+from margin.runfolder import atomic_write_text, dumps, read_jsonl
+from margin.search.candidates import original_candidate
+from margin.runs.run import (
+    PreparedRun,
+    RunConfig,
+    RunOutcome,
+    check_out_dir,
+    execute,
+    prepare_inputs,
+    provenance,
+)
+
+DEFAULT_DEFENCES = "none,nfkc,strip-format,skeleton,strip-marks,decode,all"
+
+
+@dataclass(frozen=True)
+class Defence:
+    label: str  # as the user wrote it (also the run folder's name)
+    normalize: str | None  # canonical name; None for no defence
+
+
+def parse_defences(text: str) -> list[Defence]:
+    """`--defences` as a list, `none` first (added when absent); an unknown or repeated
+    defence is an InputError naming the known ones."""
+    defences: list[Defence] = []
+    seen: dict[str | None, str] = {}
+    for label in (part.strip() for part in text.split(",")):
+        if not label:
+            continue
+        try:
+            normalize = None if label == NONE else canonical(label)
+        except ValueError as exc:
+            raise InputError(str(exc), field="--defences") from None
+        if normalize in seen:
+            raise InputError(f"{label!r} is the same defence as {seen[normalize]!r}", field="--defences")
+        seen[normalize] = label
+        defences.append(Defence(label if "+" not in label else (normalize or label), normalize))
+    if not defences:
+        raise InputError("name at least one defence", field="--defences")
+    baseline = next((d for d in defences if d.normalize is None), Defence(BASELINE, None))
+    return [baseline, *(d for d in defences if d.normalize is not None)]
+
+
+def prepare_ablation(config: RunConfig, defences: Iterable[Defence]) -> list[tuple[Defence, PreparedRun]]:
+    """Validate everything and build the candidates once; one prepared run per defence."""
+    if config.search == "adaptive":
+        raise InputError("an ablation compares defences on the fixed suite; adaptive costs are upper bounds "
+                         "that depend on the guard's own answers", field="--search")
+    spec = config.guard_spec()
+    if spec.normalize is not None:
+        raise InputError(f"the guard already runs behind {spec.normalize}; ablate puts each of --defences "
+                         "in front of the bare guard", field="--guard")
+    if spec.replicas < 1:
+        raise InputError("must be at least 1", field="--replicas")
+    shared = prepare_inputs(config)
+    prepared = []
+    for defence in defences:
+        defended = spec.model_copy(update={"normalize": defence.normalize})
+        run_config = dataclasses.replace(config, guard=defended, normalize=None)
+        prepared.append((defence, dataclasses.replace(shared, config=run_config, spec=defended,
+                                                      info=describe_guard(defended))))
+    return prepared
+
+
+def decoded_calls(prepared: PreparedRun, receipts: Iterable[Mapping[str, Any]], normalize: str | None) -> int:
+    """Texts `decode` adds for every candidate the run asked about (the same whatever was
+    cached or retried): each decoded text is one more guard call in deployment."""
+    if normalize is None or "decode" not in steps_of(normalize):
+        return 0
+    seed = prepared.config.seed
+    texts = {(c.prompt_id, c.transform, c.strength, c.seed): c.text
+             for p in prepared.prompts for c in prepared.all_candidates(p)}
+    texts.update({(p.id, None, None, seed): original_candidate(p, seed).text for p in prepared.prompts})
+    asked = {key_of(line) for line in receipts if line.get("kind") == "call"}
+    return sum(len(guard_texts(texts[key], normalize)) - 1 for key in asked if key in texts)
+
+
+@dataclass
+class AblationOutcome:
+    out_dir: Path
+    record: dict[str, Any]
+    runs: list[DefenceRun]
+    outcomes: list[RunOutcome]
+    files: list[Path]
+
+
+Execute = Callable[[PreparedRun, Path], RunOutcome]
+
+
+def run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
+                 families: Mapping[str, str], execute_one: Execute | None = None,
+                 on_start: Callable[[Defence, int, int], None] = lambda *_: None) -> AblationOutcome:
+    check_out_dir(out_dir)
+    run_one: Execute = execute_one or (lambda p, d: execute(p, d))
+    runs: list[DefenceRun] = []
+    outcomes: list[RunOutcome] = []
+    for index, (defence, run) in enumerate(prepared):
+        on_start(defence, index, len(prepared))
+        folder = out_dir / defence.label
+        outcome = run_one(run, folder)
+        receipts = list(read_jsonl(folder / "receipts.jsonl"))
+        exhaustive = run.config.search == "exhaustive"
+        runs.append(DefenceRun(
+            defence=defence.label, normalize=defence.normalize, run_dir=defence.label,
+            record=outcome.snapshot["data"][0], results=outcome.results,
+            effects=effectiveness(from_receipts(receipts, outcome.results), families) if exhaustive else None,
+            guard_calls=sum(r.guard_calls for r in outcome.results),
+            decoded_calls=decoded_calls(run, receipts, defence.normalize)))
+        outcomes.append(outcome)
+    base = prepared[0][1]
+    meta = {"guard": runs[0].record.get("id"), "margin_version": margin_version(), "git_commit": git_commit(),
+            **provenance(base.manifest(), len(base.prompts))}
+    record = ablation_record(runs, base.config.budget, families, {p.id: p.text for p in base.prompts}, meta)
+    atomic_write_text(out_dir / "ablation.json", dumps(record) + "\n")
+    return AblationOutcome(out_dir, record, runs, outcomes, [out_dir / "ablation.json", *write_figures(out_dir, record)])
+
+
+def write_figures(out_dir: Path, record: Mapping[str, Any]) -> list[Path]:
+    """ablation.png/.svg (margins and changes with intervals) and, for exhaustive runs,
+    ablation-families.png/.svg (flip rate per family and defence)."""
+    defences = record["defences"]
+    title = f"{record['meta']['guard']} on {record['meta']['dataset']['name']} ({record['meta']['suite']['name']} suite)"
+    files = save(ablation_figure(defences, title), out_dir / "ablation")
+    if all(d.get("effectiveness") for d in defences):
+        rows = [r["name"] for r in defences[0]["effectiveness"]["families"]]
+        values = [[next((r["all"]["flip_rate"] for r in d["effectiveness"]["families"] if r["name"] == name), None)
+                   for d in defences] for name in rows]
+        files += save(heatmap_figure(rows, [d["defence"] for d in defences], values,
+                                     f"{title}: flip rate per family"), out_dir / "ablation-families")
+    return files

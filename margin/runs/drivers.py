@@ -1,0 +1,181 @@
+"""`margin run --drivers N`: the prompts split over N drivers, Ray actors that share one guard.
+
+One driver (one Python process) feeds a guard at some tens of thousands of candidates a
+second; a guard on several GPUs can take more. Then the prompts are split round-robin, as
+`--shard j/N` splits them, over N driver actors. The guard's actors are started once, here,
+and every driver sends its calls to those same actors through a pool of its own (an
+endpoint's drivers each keep 1/N of its `max_concurrency` in flight). Each driver makes its
+own candidates, book and receipts in DIR/drivers/J-of-N/; when all are done their results
+and receipts are joined as `margin merge` joins shards, so `results.jsonl` and the snapshot
+are the one driver's, byte for byte (a prompt's result never depends on who searched it).
+
+`--resume DIR` resumes every driver's folder (with the same N) and joins them again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from margin.engine.actors import ActorPool
+from margin.engine.cluster import connect, disconnect
+from margin.errors import InputError
+from margin.runfolder import atomic_write_text, dumps
+from margin.runs.merge import join_receipts, join_results
+from margin.runs.run import (
+    PreparedRun,
+    RunOutcome,
+    check_run_dir,
+    claim_out_dir,
+    finish,
+    search,
+)
+from margin.runs.session import EngineFigures, GuardSession
+from margin.runs.shards import select_shard
+from margin.types import SearchResult
+
+#: How often the driver's progress is asked for, seconds.
+POLL_S = 0.5
+
+
+def driver_dirs(out_dir: Path, drivers: int) -> list[Path]:
+    return [out_dir / "drivers" / f"{j}-of-{drivers}" for j in range(1, drivers + 1)]
+
+
+def shard_run(prepared: PreparedRun, j: int, drivers: int) -> PreparedRun:
+    """Driver j's part of the run: every `drivers`-th prompt from the j-th, its own run
+    (a shard of the whole, one driver, an endpoint's share of the concurrency)."""
+    c = prepared.config
+    share = {} if c.max_concurrency is None else {"max_concurrency": max(1, c.max_concurrency // drivers)}
+    if c.requests_per_second is not None:
+        share["requests_per_second"] = c.requests_per_second / drivers  # type: ignore[assignment]
+    config = dataclasses.replace(c, shard=(j, drivers), drivers=1, **share)  # type: ignore[arg-type]
+    return dataclasses.replace(prepared, config=config, prompts=select_shard(prepared.prompts, (j, drivers)))
+
+
+class Driver:
+    """A Ray actor (threaded, so progress can be asked while it searches) that runs one
+    shard of the run to its results."""
+
+    def __init__(self) -> None:
+        self.done = 0
+        self.calls = 0
+
+    def run(self, prepared: PreparedRun, folder: Path, resume: bool, run_id: str,
+            actors: list[Any] | None, capacity: int) -> dict[str, Any]:
+        from margin.runfolder import write_results
+
+        c = prepared.config
+        pool = None
+        if actors is not None:  # the guard's actors, started and checked by the main process
+            pool = ActorPool.attach("guard", actors, capacity=capacity, call_timeout_s=c.call_timeout_s or 300.0,
+                                    max_wait_s=c.max_wait_s)
+
+        def on_result(_: SearchResult) -> None:
+            self.done += 1
+
+        def on_batch(texts: int, *_: Any) -> None:
+            self.calls += texts
+
+        searched = search(prepared, folder, resume=resume, run_id=run_id, pool=pool, on_result=on_result,
+                          on_batch=on_batch)
+        write_results(folder / "results.jsonl", searched.results)
+        return {"guard_calls": searched.guard_calls, "cache_hits": searched.cache_hits,
+                "figures": dataclasses.asdict(searched.figures)}
+
+    def progress(self) -> tuple[int, int]:
+        return self.done, self.calls
+
+
+def execute_drivers(prepared: PreparedRun, out_dir: Path, *, resume: bool = False,
+                    on_result: Callable[[SearchResult], None] = lambda _: None,
+                    on_batch: Callable[[int, int, float], None] = lambda *_: None,
+                    on_progress: Callable[[int, int], None] = lambda *_: None) -> RunOutcome:
+    """Run `prepared` on `config.drivers` driver actors and join their results in `out_dir`
+    (the layout of a one-driver run, plus drivers/). `on_progress(prompts done, guard calls)`
+    is called as they go; `on_result` gets every result once all are joined."""
+    import ray
+
+    config = prepared.config
+    n = config.drivers
+    if prepared.guard is not None:
+        raise InputError("several drivers build the guard from its spec; pass a guard name or file, not an instance",
+                         field="--drivers")
+    assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"
+    check_run_dir(prepared, out_dir, resume)
+    folders = driver_dirs(out_dir, n)
+    if resume:
+        others = sorted(p.name for p in (out_dir / "drivers").glob("*-of-*") if p not in folders)
+        if others:
+            raise InputError(f"this run's drivers were {others[0].split('-of-')[1]} (found drivers/{others[0]}); "
+                             f"resume with the same --drivers", path=out_dir, field="--drivers")
+    started = connect(config.ray_address)
+    figures = EngineFigures(engine="ray")
+    began = time.perf_counter()
+    try:
+        # The guard's actors once, for every driver (a remote endpoint has none: each driver
+        # streams to it with its share of the concurrency).
+        with GuardSession(prepared.spec, prepared.info, config.call_settings()) as session:
+            actors = session.pool.actors if isinstance(session.pool, ActorPool) else None
+            capacity = session.pool.figures.capacity if session.pool is not None else config.batch_size
+            if not resume:
+                claim_out_dir(out_dir)
+                atomic_write_text(out_dir / "run.json", dumps(prepared.manifest()) + "\n")
+            for folder in folders:
+                folder.parent.mkdir(parents=True, exist_ok=True)
+            run_id = secrets.token_hex(8)
+            remote: Any = ray.remote(Driver).options(num_cpus=config.driver_cpus, max_concurrency=2)
+            handles: list[Any] = [remote.remote() for _ in range(n)]
+            runs = [h.run.remote(shard_run(prepared, j, n), folder, resume and folder.is_dir(), run_id, actors,
+                                 capacity)
+                    for j, (h, folder) in enumerate(zip(handles, folders, strict=True), start=1)]
+            reports = _wait(runs, handles, on_progress)
+            for handle in handles:
+                ray.kill(handle)
+            if actors is not None:
+                figures.replicas = len(actors)
+    finally:
+        disconnect(started)
+    figures.search_s = time.perf_counter() - began
+    _add_up(figures, [r["figures"] for r in reports])
+    results, _, _ = join_results(folders, prepared.prompts)
+    join_receipts(folders, out_dir / "receipts.jsonl")
+    for result in results:
+        on_result(result)
+    outcome = finish(prepared, out_dir, results, guard_calls=sum(r["guard_calls"] for r in reports),
+                     cache_hits=sum(r["cache_hits"] for r in reports))
+    outcome.figures = figures
+    if figures.batches:
+        on_batch(figures.batch_texts, figures.capacity, figures.compute_s)
+    return outcome
+
+
+def _wait(runs: list[Any], handles: list[Any], on_progress: Callable[[int, int], None]) -> list[dict[str, Any]]:
+    """Every driver's report, polling their progress meanwhile; a driver's error is raised."""
+    import ray
+
+    pending = list(runs)
+    while pending:
+        _, pending = ray.wait(pending, num_returns=len(pending), timeout=POLL_S)
+        counts = ray.get([h.progress.remote() for h in handles])
+        on_progress(sum(d for d, _ in counts), sum(c for _, c in counts))
+    return ray.get(runs)
+
+
+def _add_up(figures: EngineFigures, parts: list[dict[str, Any]]) -> None:
+    """The drivers' call figures as one run's (an actor batch that held calls of two drivers
+    counts for each: rare, as each driver fills its calls)."""
+    for part in parts:
+        figures.capacity = part["capacity"] or figures.capacity
+        for name in ("batches", "batch_texts", "steady_batches", "steady_texts", "restarts", "timeouts",
+                     "retries", "hedges", "overloads"):
+            setattr(figures, name, getattr(figures, name) + part[name])
+        figures.compute_s += part["compute_s"]
+        figures.streamed = figures.streamed or part["streamed"]
+        figures.latencies.extend(part["latencies"])
+        lows = [x for x in (figures.lowest_concurrency, part["lowest_concurrency"]) if x is not None]
+        figures.lowest_concurrency = min(lows) if lows else None

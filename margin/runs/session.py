@@ -1,0 +1,204 @@
+"""One guard, ready to answer searches: the one entry point runs and studies use.
+
+`GuardSession` picks the guard's pool (`margin.runs.guard_pool`), joins or starts Ray when
+the guard runs on actors, checks that the guard built there is the one described here, and
+runs a driver's searches on it. `CallSettings` are how its calls are made: which engine,
+batch size, attempts and limits (CLI flags and study `runtime` keys map onto them; None
+falls back to the guard file's `backend_options`, then to the engine's defaults).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+
+from margin.engine.actors import ActorPool
+from margin.engine.cluster import connect, disconnect
+from margin.engine.limits import EndpointLimits
+from margin.engine.loop import run_pools
+from margin.engine.pool import Pool
+from margin.guards.base import Guard
+from margin.guards.spec import GuardSpec
+from margin.runs.driver import Driver, OnCall, OnFlush, OnResult, Replay, VerdictStore
+from margin.runs.guard_pool import guard_pool, is_remote, local_pool
+from margin.search.strategies import PromptSearch
+from margin.types import GuardInfo, SearchResult
+
+Engine = Literal["ray", "local"]
+ENGINES: tuple[Engine, ...] = ("ray", "local")
+OnBatch = Callable[[int, int, float], None]  # (texts, capacity, seconds) per guard call
+
+#: An in-process guard's batch past this many seconds is a hang (its actor is restarted).
+BATCH_TIMEOUT_S = 300.0
+DEFAULT_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class CallSettings:
+    engine: Engine = "ray"
+    ray_address: str | None = None
+    batch_size: int = 64
+    max_wait_s: float = 0.005  # an actor waits this long for a batch to fill
+    retry_wait_s: float = 0.5  # the first retry's backoff (doubling, jittered)
+    max_attempts: int | None = None
+    call_timeout_s: float | None = None
+    max_concurrency: int | None = None
+    requests_per_second: float | None = None
+    hedge_after_s: float | str | None = None
+
+    def limits(self, options: dict[str, Any], base: EndpointLimits | None = None) -> EndpointLimits:
+        """An endpoint's limits: these settings over its `backend_options` over `base` (the
+        defaults)."""
+        return EndpointLimits.from_options(
+            options, base, max_concurrency=self.max_concurrency, timeout_s=self.call_timeout_s,
+            max_attempts=self.max_attempts, requests_per_second=self.requests_per_second,
+            hedge_after_s=self.hedge_after_s)
+
+
+@dataclass
+class EngineFigures:
+    """How the guard's calls went, for the summary and the benchmarks (never part of the results)."""
+
+    engine: str = "local"
+    replicas: int = 1
+    capacity: int = 0  # texts per guard call
+    batches: int = 0
+    batch_texts: int = 0
+    steady_batches: int = 0
+    steady_texts: int = 0
+    compute_s: float = 0.0  # summed guard compute time over batches (request time when streamed)
+    search_s: float = 0.0  # wall time from the first call to the last result
+    restarts: int = 0
+    timeouts: int = 0
+    retries: int = 0  # attempts after one without output
+    hedges: int = 0  # second copies of slow requests
+    # Streamed (remote endpoint) guards only:
+    streamed: bool = False
+    overloads: int = 0  # answers 429 / 503
+    lowest_concurrency: float | None = None
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def mean_fill(self) -> float | None:
+        return self.batch_texts / (self.batches * self.capacity) if self.batches and self.capacity else None
+
+    @property
+    def steady_fill(self) -> float | None:
+        if not self.steady_batches or not self.capacity:
+            return None
+        return self.steady_texts / (self.steady_batches * self.capacity)
+
+    def latency(self, q: float) -> float | None:
+        if not self.latencies:
+            return None
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class GuardSession:
+    def __init__(self, spec: GuardSpec, info: GuardInfo, settings: CallSettings, *, guard: Guard | None = None,
+                 pool: Pool | None = None, on_batch: OnBatch = lambda *_: None) -> None:
+        """`guard`: an instance a library user passed, used as it is (never closed here);
+        `pool`: a pool made elsewhere (a driver's share of guard actors another process
+        started and checked), used instead of making one."""
+        self.spec = spec
+        self.info = info
+        self.settings = settings
+        self.guard = guard
+        self.on_batch = on_batch
+        self.remote = is_remote(spec) or (guard is not None and guard.remote)
+        self.limits = settings.limits(dict(spec.backend_options))
+        self.attempts = self.limits.max_attempts if self.remote else (settings.max_attempts or DEFAULT_ATTEMPTS)
+        self.figures = EngineFigures(engine=settings.engine)
+        self.pool: Pool | None = pool
+        self._driver: Driver | None = None
+        self._started_ray = False
+        self._ran = False
+
+    def __enter__(self) -> GuardSession:
+        s = self.settings
+        if self.pool is not None:  # made and started elsewhere
+            self.pool.on_call = self._record_batch
+            if isinstance(self.pool, ActorPool):
+                self.figures.replicas = self.pool.replicas
+            return self
+        batch_size = max(1, min(s.batch_size, self.spec.max_batch_size or s.batch_size))
+        self.pool = guard_pool(self.spec, self.guard, engine=s.engine, batch_size=batch_size, limits=self.limits,
+                               call_timeout_s=s.call_timeout_s or BATCH_TIMEOUT_S, max_wait_s=s.max_wait_s,
+                               on_call=self._record_batch)
+        try:
+            if isinstance(self.pool, ActorPool):
+                self.figures.replicas = self.pool.replicas
+                self._started_ray = connect(s.ray_address)
+                built = self.pool.start()
+                if built != self.info:
+                    raise RuntimeError(f"the guard built on the cluster is not the guard described here "
+                                       f"(is the same margin installed on every node?): {built} != {self.info}")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if self.pool is not None and not self._ran:
+            self.pool.close()  # the loop closes the pools it runs; one that never ran may hold actors
+        disconnect(self._started_ray)
+        self._started_ray = False
+
+    def search(self, searches: Iterable[PromptSearch], *, total: int | None = None, cache: VerdictStore | None = None,
+               replay: Replay | None = None, on_call: OnCall = lambda _: None,
+               on_result: OnResult = lambda _: None, on_flush: OnFlush = lambda: None) -> Driver:
+        """Run every search to completion (started as the guard needs work, `total` of them);
+        the driver holds the results and the counts."""
+        assert self.pool is not None and not self._ran, "a session runs one search, inside `with`"
+        self._driver = driver = Driver(searches, total=total, backlog=self.pool.appetite, max_attempts=self.attempts,
+                                       retry_wait_s=self.settings.retry_wait_s, cache=cache, replay=replay,
+                                       on_call=on_call, on_result=on_result, on_flush=on_flush)
+        began = time.perf_counter()
+        self._ran = True
+        run_pools(driver.book, [self.pool])
+        self.figures.search_s = time.perf_counter() - began
+        self._collect(driver)
+        return driver
+
+    # -- inside ---------------------------------------------------------------------------
+
+    def _record_batch(self, texts: int, capacity: int, seconds: float) -> None:
+        f = self.figures
+        f.capacity = capacity
+        f.batches += 1
+        f.batch_texts += texts
+        f.compute_s += seconds
+        # Steady state: enough prompts still searching to fill every call that can be in flight.
+        slots = self.pool.replicas * self.pool.calls_per_actor if isinstance(self.pool, ActorPool) else 1
+        if self._driver is not None and self._driver.remaining >= capacity * slots:
+            f.steady_batches += 1
+            f.steady_texts += texts
+        self.on_batch(texts, capacity, seconds)
+
+    def _collect(self, driver: Driver) -> None:
+        assert self.pool is not None
+        f, pool = self.figures, self.pool.figures
+        f.restarts, f.timeouts = pool.restarts, pool.timeouts
+        f.retries, f.hedges = driver.book.stats.retries, driver.book.stats.hedges
+        if pool.kind == "stream":
+            f.streamed = True
+            f.overloads = pool.overloads
+            f.lowest_concurrency = pool.lowest_limit
+            f.latencies = pool.latencies
+
+
+def drive(searches: Sequence[PromptSearch], guard: Guard, *, batch_size: int = 64, on_call: OnCall = lambda _: None,
+          max_attempts: int = DEFAULT_ATTEMPTS, **options: Any) -> list[SearchResult]:
+    """Run every search to completion against a guard instance in this process; results in
+    the order of `searches`. (Runs use `margin.runs.run`; this is the small form for tests
+    and notebooks.)"""
+    pool = local_pool(guard, batch_size)
+    driver = Driver(searches, max_attempts=max_attempts, retry_wait_s=0.0, on_call=on_call,
+                    backlog=max(pool.appetite, batch_size), **options)
+    run_pools(driver.book, [pool])
+    return driver.ordered_results()

@@ -1,0 +1,91 @@
+"""The verdict cache: completed guard outputs, content-addressed, shared across runs.
+
+A key is the SHA-256 of the canonical JSON of the guard's identity (the GuardInfo fields that
+decide verdicts: never runtime settings such as replicas or batch size) and the exact text.
+The text is never normalised: a homoglyph or a zero-width character *is* the input, and
+canonical JSON (ASCII escapes) keeps even a lone surrogate apart from its escaped spelling.
+Only completed outputs are stored; a call with no output is never cached.
+
+sqlite in WAL mode, one file under `margin.datasets.cache_dir()`: several runs may read it
+at once, and each run's driver is its only writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from pathlib import Path
+from typing import Any
+
+from margin.datasets import cache_dir
+from margin.util.hashing import canonical_json, sha256_text
+from margin.util.sqlitefile import open_shared, rows_for_keys
+from margin.types import GuardInfo, Verdict
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS verdicts (
+    key TEXT PRIMARY KEY,
+    guard TEXT NOT NULL,
+    label TEXT NOT NULL,
+    p_unsafe REAL,
+    raw TEXT NOT NULL
+)
+"""
+
+
+def guard_identity(info: GuardInfo) -> dict[str, Any]:
+    """The fields of a guard's identity that can change a verdict."""
+    return {
+        "id": info.id,
+        "family": info.family,
+        "checkpoint": info.checkpoint,
+        "revision": info.revision,
+        "backend": info.backend,
+        "template_sha256": info.template_sha256,
+        "threshold": info.threshold,
+        "params": sorted([k, v] for k, v in info.params),
+    }
+
+
+def guard_key(info: GuardInfo) -> str:
+    return sha256_text(canonical_json(guard_identity(info)))
+
+
+def verdict_key(guard: str, text: str) -> str:
+    """`guard` is a `guard_key`; the text goes in exactly as it was sent: the SHA-256 of
+    `canonical_json({"guard": guard, "text": text})`, written out without building the dict
+    (the same bytes; a run looks up every candidate)."""
+    return sha256_text(f'{{"guard":{encode_basestring_ascii(guard)},"text":{encode_basestring_ascii(text)}}}')
+
+
+def default_cache_path() -> Path:
+    return cache_dir() / "verdicts.sqlite"
+
+
+class VerdictCache:
+    def __init__(self, path: Path, info: GuardInfo) -> None:
+        self.path = path
+        self.guard = guard_key(info)
+        self._db = open_shared(path, SCHEMA)
+
+    def get(self, text: str) -> Verdict | None:
+        return self.get_many([text]).get(text)
+
+    def get_many(self, texts: list[str]) -> dict[str, Verdict]:
+        """The verdicts held for any of `texts`, by text (one query per few hundred)."""
+        by_key = {verdict_key(self.guard, text): text for text in texts}
+        rows = rows_for_keys(self._db, "SELECT key, label, p_unsafe, raw FROM verdicts WHERE key IN", list(by_key))
+        return {by_key[key]: Verdict(label, p_unsafe=p_unsafe, raw=raw) for key, label, p_unsafe, raw in rows}
+
+    def put_many(self, items: Iterable[tuple[str, Verdict]]) -> None:
+        rows = [(verdict_key(self.guard, text), self.guard, v.label, v.p_unsafe, v.raw) for text, v in items]
+        if rows:
+            with self._db:
+                self._db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", rows)
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()
+
