@@ -28,7 +28,9 @@ import yaml
 from benchmarks.fault_proxy import FaultProxy
 from benchmarks.http_guard import start_server
 from margin.guards.make import parse_guard_spec
-from margin.runs.run import RunConfig, execute, prepare
+from margin.runs.config import RunConfig
+from margin.runs.execute import execute
+from margin.runs.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[1]
 

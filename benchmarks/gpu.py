@@ -117,8 +117,8 @@ def measure(tokenizer: Any, calls: Sequence[tuple[str, str]]) -> tuple[int, list
     """Token counts of what was sent, rendered as the backend renders it: the shared prefix's
     length, and per (text, raw output) its prompt length, generated length and whether it
     starts with the prefix."""
-    from margin.guards.adapters.llama_guard import LlamaGuard
     from margin.backends.prefix import PROBES, common_prefix
+    from margin.guards.adapters.llama_guard import LlamaGuard
 
     adapter = LlamaGuard("3-8b")
 
@@ -142,7 +142,8 @@ def plan(args: argparse.Namespace, size: str, dataset: str) -> dict[str, Any]:
     under `cheapest`, every candidate of each safe prompt (nothing flips) and only the
     original of each unsafe one (wrong at once); each text once."""
     from benchmarks import llama_guard_3
-    from margin.runs.run import RunConfig, prepare_inputs
+    from margin.runs.config import RunConfig
+    from margin.runs.prepare import prepare_inputs
 
     prepared = prepare_inputs(RunConfig(guard="keyword", dataset=dataset, suite=args.suite, limit=args.limit))
     texts = list(dict.fromkeys(
@@ -221,7 +222,9 @@ def bench(args: argparse.Namespace, size: str, dataset: str, tmp: Path) -> dict[
 
     from benchmarks import llama_guard_3
     from margin.guards.make import parse_guard_spec
-    from margin.runs.run import RunConfig, execute, prepare
+    from margin.runs.config import RunConfig
+    from margin.runs.execute import execute
+    from margin.runs.prepare import prepare
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     began = time.perf_counter()

@@ -39,10 +39,13 @@ from margin.engine.pool import Pool
 from margin.guards.make import build_guard, parse_guard_spec
 from margin.guards.spec import GuardSpec
 from margin.runfolder import read_jsonl
+from margin.runs.config import RunConfig
 from margin.runs.driver import POOL
+from margin.runs.execute import execute
+from margin.runs.execute import search as run_search
 from margin.runs.guard_pool import GuardCaller
-from margin.runs.run import PreparedRun, RunConfig, RunOutcome, execute, prepare
-from margin.runs.run import search as run_search
+from margin.runs.outputs import RunOutcome
+from margin.runs.prepare import PreparedRun, prepare
 from margin.types import Candidate, SearchResult
 
 

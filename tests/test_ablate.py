@@ -10,12 +10,14 @@ import sys
 
 import pytest
 
-from margin.reports.ablation import cheapest_flip_families, clean_changes, status
 from margin.errors import InputError
 from margin.guards.normalize import guard_texts
+from margin.reports.ablation import cheapest_flip_families, clean_changes, status
 from margin.reports.publish import publish
 from margin.runs.ablate import parse_defences, prepare_ablation, run_ablation
-from margin.runs.run import RunConfig, execute, prepare
+from margin.runs.config import RunConfig
+from margin.runs.execute import execute
+from margin.runs.prepare import prepare
 from margin.transforms.registry import registry
 from margin.types import Flip, SearchResult
 from tests.conftest import REPO

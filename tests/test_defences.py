@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from margin.util.confusables import prototypes, relation
 from margin.datasets import load_dataset
 from margin.guards.cleanups import nfkc, skeleton, strip_format, strip_marks
 from margin.guards.decode import MAX_DECODINGS, decodings
@@ -30,6 +29,7 @@ from margin.guards.normalize import (
 from margin.transforms.homoglyphs import nfkc_stable_homoglyphs
 from margin.transforms.registry import get_transform
 from margin.types import Verdict
+from margin.util.confusables import prototypes, relation
 from tests.helpers import HashGuard
 
 MIX = ("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789  .,?:=+/%&#;'\n\u0301\u0332\u200b"

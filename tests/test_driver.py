@@ -20,18 +20,21 @@ from margin.engine.calls import call_batch
 from margin.engine.loop import run_pools
 from margin.errors import InputError
 from margin.guards.spec import GuardSpec
-from margin.util.hashing import canonical_json, sha256_text
 from margin.runfolder import read_jsonl
+from margin.runs.config import RunConfig
+from margin.runs.driver import WINDOW_GROWTH, Driver
+from margin.runs.execute import execute
+from margin.runs.guard_pool import local_pool
+from margin.runs.merge import merge_runs
+from margin.runs.outputs import CoverageError, check_coverage
+from margin.runs.prepare import prepare
+from margin.runs.shards import parse_shard, select_shard
 from margin.runs.verdict_cache import VerdictCache, guard_key, verdict_key
 from margin.search.candidates import build_candidates, original_candidate
-from margin.runs.driver import WINDOW_GROWTH, Driver
-from margin.runs.guard_pool import local_pool
 from margin.search.make import make_search
-from margin.runs.merge import merge_runs
-from margin.runs.run import CoverageError, RunConfig, check_coverage, execute, prepare
-from margin.runs.shards import parse_shard, select_shard
 from margin.transforms.suites import load_suite
 from margin.types import GuardInfo, Verdict
+from margin.util.hashing import canonical_json, sha256_text
 from tests.helpers import FlakyGuard, HashGuard
 
 SAMPLE = load_dataset("sample").prompts

@@ -11,11 +11,11 @@ import logging
 
 import pytest
 
+from margin.backends.http import retry_after_seconds
 from margin.engine.book import Backoff, Book, Outcome
 from margin.engine.limits import EndpointLimits
 from margin.engine.loop import run_pools
 from margin.engine.stream import StreamPool
-from margin.backends.http import retry_after_seconds
 from margin.guards.make import build_guard, parse_guard_spec
 from margin.runs.guard_pool import RemoteGuardCaller
 from tests.openai_server import FakeOpenAI

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from margin.backends.generation import Generation, Step
 from margin.guards.adapters.gpt_oss_safeguard import GptOssSafeguard
 from margin.guards.adapters.granite_guardian import GraniteGuardian
 from margin.guards.adapters.llama_guard import LlamaGuard, categories
@@ -19,7 +20,6 @@ from margin.guards.adapters.qwen3guard import Qwen3Guard
 from margin.guards.adapters.sequence_classifier import SequenceClassifier
 from margin.guards.adapters.shieldgemma import ShieldGemma
 from margin.guards.adapters.wildguard import WildGuard
-from margin.backends.generation import Generation, Step
 from margin.guards.generative import apply_threshold
 from margin.types import Verdict
 

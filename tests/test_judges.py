@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from margin.errors import InputError
 from margin.judges.llm import LLMJudge
 from margin.judges.parse import KEYS, parse_verdict
-from margin.judges.verdicts import BEHAVIOURS, JudgeCase
 from margin.judges.template import PLACEHOLDERS, load_template, parse_template
+from margin.judges.verdicts import BEHAVIOURS, JudgeCase
 
 GOOD = {"rationale": "Both refuse the same request.", "original_behaviour": "refuses",
         "transformed_behaviour": "refuses", "same_request": True, "preserved": True}

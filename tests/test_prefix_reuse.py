@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.llama_guard_3 import TEMPLATE, build
+from margin.backends.generation import Generation, GuardRequest
 from margin.backends.lengths import length_chunks
 from margin.backends.prefix import MIN_PREFIX_TOKENS, cache_is_exact, common_prefix, match
-from margin.backends.generation import Generation, GuardRequest
 from margin.guards.make import build_guard, describe_guard, parse_guard_spec
 
 # Mixed lengths and first characters: letters, punctuation that could join the template's

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from margin.errors import InputError
-from margin.util.hashing import canonical_json, sha256_text
 from margin.reports.pairings import (
     PairOutcome,
     Thresholds,
@@ -19,6 +18,7 @@ from margin.reports.pairings import (
     validate_pairings,
 )
 from margin.reports.publish import content_hash, publish, write_immutable
+from margin.util.hashing import canonical_json, sha256_text
 from tests.helpers import HashGuard, ProbabilityGuard
 from tests.test_cli import margin
 from tests.test_score import make_run

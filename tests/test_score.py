@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from margin.errors import InputError
+from margin.runs.config import RunConfig
+from margin.runs.execute import execute
+from margin.runs.prepare import prepare
 from margin.runs.score import ScoreOptions, rescore
-from margin.runs.run import RunConfig, execute, prepare
 from tests.helpers import FlakyGuard, HashGuard, ProbabilityGuard
 from tests.test_cli import margin
 

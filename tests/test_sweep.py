@@ -4,8 +4,6 @@ import pytest
 
 from margin.datasets import load_dataset
 from margin.reports.observations import PromptObservations, Variant, from_receipts
-from margin.runfolder import read_jsonl
-from margin.runs.run import RunConfig, execute, prepare
 from margin.reports.sweep import (
     THRESHOLDS,
     NoProbabilities,
@@ -17,6 +15,10 @@ from margin.reports.sweep import (
     sweep,
     sweep_record,
 )
+from margin.runfolder import read_jsonl
+from margin.runs.config import RunConfig
+from margin.runs.execute import execute
+from margin.runs.prepare import prepare
 from margin.types import Verdict
 from tests.helpers import ProbabilityGuard
 

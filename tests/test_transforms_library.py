@@ -8,7 +8,6 @@ import pytest
 
 from margin.cost import edit_distance
 from margin.datasets import load_dataset
-from margin.util.display import is_invisible
 from margin.transforms import encodings
 from margin.transforms.base import EditTransform
 from margin.transforms.noise import qwerty_neighbours
@@ -17,6 +16,7 @@ from margin.transforms.salience import ranked_words
 from margin.transforms.smuggling import tag_char, variation_selectors
 from margin.transforms.upside_down import flip
 from margin.transforms.words import word_spans
+from margin.util.display import is_invisible
 
 FAMILIES = {  # issue 3's families, each covered by at least one transform
     "homoglyph", "zero-width", "invisible", "tags", "variation-selector", "bidi", "control",

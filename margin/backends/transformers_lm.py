@@ -20,10 +20,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from margin.backends import prefix as shared
 from margin.backends.generation import Generation, GuardRequest, Step
 from margin.backends.lengths import length_chunks
 from margin.errors import InputError
-from margin.backends import prefix as shared
 
 log = logging.getLogger(__name__)
 

@@ -15,25 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from margin.reports.ablation import BASELINE, DefenceRun, ablation_record
-from margin.reports.effectiveness import effectiveness
 from margin.errors import InputError
 from margin.guards.make import describe_guard
 from margin.guards.normalize import NONE, canonical, guard_texts, steps_of
+from margin.reports.ablation import BASELINE, DefenceRun, ablation_record
+from margin.reports.effectiveness import effectiveness
 from margin.reports.observations import from_receipts, key_of
 from margin.reports.plots import ablation_figure, heatmap_figure, save
-from margin.util.provenance import git_commit, margin_version
 from margin.runfolder import atomic_write_text, dumps, read_jsonl
+from margin.runs.config import RunConfig
+from margin.runs.execute import check_out_dir, execute
+from margin.runs.outputs import RunOutcome, provenance
+from margin.runs.prepare import PreparedRun, prepare_inputs
 from margin.search.candidates import original_candidate
-from margin.runs.run import (
-    PreparedRun,
-    RunConfig,
-    RunOutcome,
-    check_out_dir,
-    execute,
-    prepare_inputs,
-    provenance,
-)
+from margin.util.provenance import git_commit, margin_version
 
 DEFAULT_DEFENCES = "none,nfkc,strip-format,skeleton,strip-marks,decode,all"
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from margin.engine.book import Backoff, Book, Job, Origin, Outcome
-from margin.util.hashing import sha256_text
 from margin.search.strategies import CheapestSearch, PromptSearch
 from margin.types import Candidate, GuardCall, SearchResult, Verdict
+from margin.util.hashing import sha256_text
 
 OnCall = Callable[[GuardCall], None]
 OnResult = Callable[[SearchResult], None]

@@ -25,15 +25,10 @@ from margin.engine.actors import ActorPool
 from margin.engine.cluster import connect, disconnect
 from margin.errors import InputError
 from margin.runfolder import atomic_write_text, dumps
+from margin.runs.execute import check_run_dir, claim_out_dir, search
 from margin.runs.merge import join_receipts, join_results
-from margin.runs.run import (
-    PreparedRun,
-    RunOutcome,
-    check_run_dir,
-    claim_out_dir,
-    finish,
-    search,
-)
+from margin.runs.outputs import RunOutcome, finish
+from margin.runs.prepare import PreparedRun
 from margin.runs.session import EngineFigures, GuardSession
 from margin.runs.shards import select_shard
 from margin.types import SearchResult

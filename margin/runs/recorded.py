@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from margin.errors import InputError
-from margin.util.hashing import sha256_text
 from margin.reports.observations import VerdictKey
 from margin.runfolder import read_records
 from margin.search.strategies import PromptSearch
 from margin.types import Candidate, SearchResult, Verdict
+from margin.util.hashing import sha256_text
 
 VERDICT_LABELS = ("safe", "unsafe", "invalid")
 

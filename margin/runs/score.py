@@ -15,9 +15,19 @@ from typing import Any
 
 from margin.errors import InputError
 from margin.reports.observations import PromptObservations, Variant
-from margin.runfolder import atomic_write_text, dumps, write_results
-from margin.runfolder import guard_info, read_manifest, read_results
-from margin.search.make import STRATEGIES
+from margin.reports.snapshot import SnapshotEntry
+from margin.runfolder import (
+    atomic_write_text,
+    dumps,
+    guard_info,
+    read_manifest,
+    read_results,
+    write_results,
+)
+from margin.runs.config import RunConfig
+from margin.runs.execute import claim_out_dir
+from margin.runs.outputs import run_snapshot, write_curves
+from margin.runs.prepare import PreparedRun, prepare_inputs
 from margin.runs.recorded import (
     Recorded,
     RecordedVerdicts,
@@ -26,15 +36,7 @@ from margin.runs.recorded import (
     read_verdicts,
     unmatched,
 )
-from margin.runs.run import (
-    PreparedRun,
-    RunConfig,
-    claim_out_dir,
-    prepare_inputs,
-    run_snapshot,
-    write_curves,
-)
-from margin.reports.snapshot import SnapshotEntry
+from margin.search.make import STRATEGIES
 from margin.types import Candidate, GuardInfo, Prompt, SearchResult
 
 #: run.json fields that must agree when several run folders are scored together.

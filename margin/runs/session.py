@@ -195,7 +195,7 @@ class GuardSession:
 def drive(searches: Sequence[PromptSearch], guard: Guard, *, batch_size: int = 64, on_call: OnCall = lambda _: None,
           max_attempts: int = DEFAULT_ATTEMPTS, **options: Any) -> list[SearchResult]:
     """Run every search to completion against a guard instance in this process; results in
-    the order of `searches`. (Runs use `margin.runs.run`; this is the small form for tests
+    the order of `searches`. (Runs use `margin.runs.execute`; this is the small form for tests
     and notebooks.)"""
     pool = local_pool(guard, batch_size)
     driver = Driver(searches, max_attempts=max_attempts, retry_wait_s=0.0, on_call=on_call,

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from margin.datasets import cache_dir
+from margin.types import GuardInfo, Verdict
 from margin.util.hashing import canonical_json, sha256_text
 from margin.util.sqlitefile import open_shared, rows_for_keys
-from margin.types import GuardInfo, Verdict
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS verdicts (

@@ -1,0 +1,95 @@
+"""`margin ablate`: the guard behind each defence, side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from margin.cli import options as o
+from margin.cli.app import app, console, err
+from margin.cli.common import check_limits, check_or_fail, families, parse_share, print_tables
+
+
+@app.command()
+def ablate(
+    guard: o.Guard,
+    defences: Annotated[str, typer.Option(help="comma-separated: none, nfkc, strip-format, strip-marks, skeleton, "
+                                               "decode, all, or compositions such as nfkc+skeleton")] = (
+        "none,nfkc,strip-format,skeleton,strip-marks,decode,all"),
+    dataset: o.Dataset = "sample",
+    suite: o.Suite = "standard",
+    budget: o.Budget = 100.0,
+    search: Annotated[str, typer.Option(help="exhaustive (per-family effectiveness) | cheapest (margins only)")] = "exhaustive",
+    seed: o.Seed = 0,
+    limit: o.Limit = None,
+    cost_norm: o.CostNorm = "corpus",
+    batch_size: o.BatchSize = 64,
+    out: o.OutDir = None,
+    backend: o.Backend = None,
+    model: o.Model = None,
+    base_url: o.BaseUrl = None,
+    api_key_env: o.ApiKeyEnv = None,
+    threshold: o.Threshold = None,
+    engine: o.Engine = "ray",
+    ray_address: o.RayAddress = None,
+    replicas: o.Replicas = None,
+    num_cpus: o.NumCpus = None,
+    num_gpus: o.NumGpus = None,
+    no_cache: o.NoCache = False,
+    max_missing: o.MaxMissing = "1%",
+    max_attempts: o.MaxAttempts = None,
+    call_timeout: o.CallTimeout = None,
+    max_concurrency: o.MaxConcurrency = None,
+    requests_per_second: o.RequestsPerSecond = None,
+    hedge_after: o.HedgeAfter = None,
+) -> None:
+    """One run per defence in front of the guard, on shared candidates: margins, changes against
+    none with paired intervals, what each defence closes per family, and what it costs."""
+    from margin.guards.make import parse_guard_spec
+    from margin.runs.ablate import parse_defences, prepare_ablation
+    from margin.runs.config import RunConfig
+
+    chosen = parse_defences(defences)
+    limits = check_limits(max_attempts=max_attempts, call_timeout=call_timeout, max_concurrency=max_concurrency,
+                          requests_per_second=requests_per_second, hedge_after=hedge_after)
+    spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
+                            threshold=threshold, replicas=replicas, num_cpus=num_cpus, num_gpus=num_gpus)
+    config = RunConfig(guard=spec, dataset=dataset, suite=suite, budget=budget, search=search, seed=seed, limit=limit,
+                       cost_norm=cost_norm, batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
+                       ray_address=ray_address, cache=not no_cache,
+                       max_missing=parse_share(max_missing, "--max-missing"), **limits)
+    run_defences(prepare_ablation(config, chosen), out, f"ablate-{spec.id or guard}", config.max_missing)
+
+
+def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -> None:
+    from margin.cli.run import execute_with_progress
+    from margin.reports.tables import ablation_tables
+    from margin.runs.ablate import run_ablation
+    from margin.runs.execute import check_out_dir, default_out_dir, execute
+    from margin.runs.outputs import CoverageError, check_coverage
+
+    out_dir = out or default_out_dir(name)
+    check_out_dir(out_dir)
+
+    def one(run: Any, folder: Any) -> Any:
+        return execute_with_progress(run, folder, False, execute)
+
+    def start(defence: Any, index: int, total: int) -> None:
+        err.print(f"[{index + 1}/{total}] {defence.label}", highlight=False)
+
+    outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, on_start=start)
+    print_tables(ablation_tables(outcome.record))
+    console.print(f"wrote {out_dir}/: one run folder per defence, {', '.join(p.name for p in outcome.files)}")
+
+    def check(label: str, results: Any) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                check_coverage(results, max_missing)
+            except CoverageError as exc:
+                raise CoverageError(f"{label}: {exc}") from None
+        return run
+
+    check_or_fail([check(defence.label, result.results)
+                   for (defence, _), result in zip(prepared, outcome.outcomes, strict=True)], CoverageError)

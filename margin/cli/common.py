@@ -1,0 +1,73 @@
+"""What several commands do alike: parse shares and call limits, print tables, fail a
+command whose outputs are written but whose coverage is short."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import typer
+
+from margin.cli.app import console, err
+from margin.errors import InputError
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def parse_share(text: str, flag: str) -> float:
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise InputError(f"expected a share such as 1% or 0.01, got {text!r}", field=flag) from None
+
+
+def check_limits(*, max_attempts: int | None, call_timeout: float | None, max_concurrency: int | None,
+                 requests_per_second: float | None, hedge_after: str | None) -> dict[str, Any]:
+    """The call-limit flags as RunConfig fields, each checked (exit 2 naming the flag)."""
+    for value, flag in ((max_attempts, "--max-attempts"), (max_concurrency, "--max-concurrency")):
+        if value is not None and value < 1:
+            raise InputError("must be at least 1", field=flag)
+    for number, flag in ((call_timeout, "--call-timeout"), (requests_per_second, "--requests-per-second")):
+        if number is not None and number <= 0:
+            raise InputError("must be positive", field=flag)
+    hedge: float | str | None = hedge_after
+    if hedge_after is not None and hedge_after not in ("auto", "off"):
+        try:
+            hedge = float(hedge_after)
+        except ValueError:
+            raise InputError(f"expected seconds, auto or off, got {hedge_after!r}", field="--hedge-after") from None
+        if hedge <= 0:
+            raise InputError("must be positive (or off)", field="--hedge-after")
+    return {"max_attempts": max_attempts, "call_timeout_s": call_timeout, "max_concurrency": max_concurrency,
+            "requests_per_second": requests_per_second, "hedge_after_s": hedge}
+
+
+def families() -> dict[str, str]:
+    from margin.transforms.registry import registry
+
+    return {name: t.info.family for name, t in registry().items()}
+
+
+def print_tables(tables: Iterable[Any]) -> None:
+    for table in tables:
+        console.print(table)
+
+
+def fail(message: str) -> None:
+    """The command's outputs are written, but it failed: one line on stderr, exit 1."""
+    err.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def check_or_fail(checks: Iterable[Callable[[], None]], error: type[Exception]) -> None:
+    """Run each coverage check; fail the command (exit 1) with every message that `error` gave."""
+    messages = []
+    for check in checks:
+        try:
+            check()
+        except error as exc:
+            messages.append(str(exc))
+    if messages:
+        fail(" | ".join(messages))

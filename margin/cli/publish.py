@@ -1,0 +1,40 @@
+"""`margin publish`: ranked, immutable leaderboard and pairings snapshots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from margin.cli.app import app, console
+from margin.cli.common import families
+from margin.errors import InputError
+
+
+@app.command()
+def publish(
+    inputs: Annotated[list[Path], typer.Argument(help="run folders, and paired-study outputs (pairings.json)")],
+    out: Annotated[Path, typer.Option(help="folder for the snapshots and plots")],
+    base_url: Annotated[str | None, typer.Option(help="URL prefix for meta.snapshot_url")] = None,
+    date: Annotated[str | None, typer.Option(help="snapshot date YYYY-MM-DD (default today, UTC)")] = None,
+) -> None:
+    """A ranked leaderboard snapshot (and a pairings snapshot from studies), immutable and
+    named by date and content hash. Refuses runs that differ in dataset, suite, budget or cost norm."""
+    import datetime as dt
+
+    from margin.reports.publish import publish as do_publish
+    from margin.reports.tables import leaderboard_table
+
+    try:
+        day = dt.date.fromisoformat(date) if date else None
+    except ValueError:
+        raise InputError(f"expected YYYY-MM-DD, got {date!r}", field="--date") from None
+    published = do_publish(inputs, out, base_url=base_url, date=day, families=families())
+    if published.leaderboard:
+        console.print(leaderboard_table(published.leaderboard))
+    if published.pairings:
+        counts = [d["status"] for d in published.pairings["data"]]
+        console.print(f"pairings: {len(counts)} pairs, {counts.count('bypass_found')} with a bypass found")
+    for path in published.files:
+        console.print(f"wrote {path}")

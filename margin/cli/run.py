@@ -1,0 +1,176 @@
+"""`margin run`: search every prompt for its cheapest flip."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from margin.cli import options as o
+from margin.cli.app import app, console, err
+from margin.cli.common import check_limits, check_or_fail, fmt, parse_share
+from margin.errors import InputError
+
+
+@app.command()
+def run(
+    guard: o.Guard,
+    dataset: o.Dataset = "sample",
+    suite: o.Suite = "standard",
+    budget: o.Budget = 100.0,
+    search: Annotated[str, typer.Option(help="cheapest | exhaustive | adaptive (guard-guided; upper bounds)")] = "cheapest",
+    seed: o.Seed = 0,
+    limit: o.Limit = None,
+    cost_norm: o.CostNorm = "corpus",
+    batch_size: o.BatchSize = 64,
+    out: Annotated[Path | None, typer.Option(help="run folder (default runs/<guard>-<time>)")] = None,
+    backend: o.Backend = None,
+    model: o.Model = None,
+    base_url: o.BaseUrl = None,
+    api_key_env: o.ApiKeyEnv = None,
+    threshold: o.Threshold = None,
+    max_calls: Annotated[int | None, typer.Option(help="adaptive: guard calls per prompt (default 100)")] = None,
+    incumbents: Annotated[str | None, typer.Option(help="adaptive: a standard run folder whose flips seed it")] = None,
+    normalize: Annotated[str | None, typer.Option(help="a defence before the guard: nfkc | strip-format | "
+                                                       "strip-marks | skeleton | decode | all, or several joined by +")] = None,
+    engine: o.Engine = "ray",
+    ray_address: o.RayAddress = None,
+    replicas: o.Replicas = None,
+    num_cpus: o.NumCpus = None,
+    num_gpus: o.NumGpus = None,
+    resume: Annotated[Path | None, typer.Option(help="continue the killed run in this folder (same options)")] = None,
+    shard: Annotated[str | None, typer.Option(help="i/n: every n-th prompt from the i-th (join with `margin merge`)")] = None,
+    drivers: Annotated[int, typer.Option(help="drivers searching at once: Ray actors sharing the guard")] = 1,
+    driver_cpus: Annotated[float, typer.Option(help="CPUs each of --drivers reserves")] = 1.0,
+    no_cache: o.NoCache = False,
+    max_missing: o.MaxMissing = "1%",
+    max_attempts: o.MaxAttempts = None,
+    call_timeout: o.CallTimeout = None,
+    max_concurrency: o.MaxConcurrency = None,
+    requests_per_second: o.RequestsPerSecond = None,
+    hedge_after: o.HedgeAfter = None,
+) -> None:
+    """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
+    from margin.guards.make import parse_guard_spec
+    from margin.runs.config import RunConfig
+    from margin.runs.outputs import CoverageError, check_coverage
+    from margin.runs.shards import parse_shard
+
+    if resume is not None and out is not None and out != resume:
+        raise InputError("give either --out or --resume (the folder to continue), not both", field="--out")
+    limits = check_limits(max_attempts=max_attempts, call_timeout=call_timeout, max_concurrency=max_concurrency,
+                          requests_per_second=requests_per_second, hedge_after=hedge_after)
+    spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
+                            threshold=threshold, normalize=normalize, replicas=replicas, num_cpus=num_cpus,
+                            num_gpus=num_gpus)
+    config = RunConfig(guard=spec, dataset=dataset, suite=suite, budget=budget, search=search, seed=seed, limit=limit,
+                       cost_norm=cost_norm, batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
+                       ray_address=ray_address, shard=parse_shard(shard) if shard else None, drivers=drivers,
+                       driver_cpus=driver_cpus, cache=not no_cache, max_missing=parse_share(max_missing, "--max-missing"),
+                       max_calls=max_calls, incumbents=incumbents, **limits)
+    outcome = run_and_summarise(config, resume, out)
+    check_or_fail([lambda: check_coverage(outcome.results, config.max_missing)], CoverageError)
+
+
+def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any:
+    from margin.runs.execute import default_out_dir, execute
+    from margin.runs.prepare import prepare
+
+    prepared = prepare(config)
+    assert prepared.info is not None
+    out_dir = resume or out or default_out_dir(prepared.info.id)
+    outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
+    print_summary(outcome)
+    normalize = prepared.spec.normalize if prepared.spec is not None else None
+    if normalize is not None and "decode" in normalize.split("+"):
+        from margin.runfolder import read_jsonl
+        from margin.runs.ablate import decoded_calls
+
+        extra = decoded_calls(prepared, read_jsonl(out_dir / "receipts.jsonl"), normalize)
+        asked = sum(r.guard_calls for r in outcome.results)
+        console.print(f"decode: the guard also read {extra:,} decoded texts for the {asked:,} candidates "
+                      f"asked about ({asked + extra:,} guard reads in deployment)")
+    return outcome
+
+
+def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: Any) -> Any:
+    """Run with a live line: prompts done, flips, guard calls, calls/s, batch fill, cache hits."""
+    total = len(prepared.prompts)
+    stats = {"calls": 0, "flips": 0, "cached": 0, "batches": 0, "texts": 0, "capacity": 0}
+    started = time.monotonic()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err,
+                  transient=True) as progress:
+        task = progress.add_task("prompts", total=total, info="starting")
+
+        def show() -> None:
+            rate = stats["calls"] / max(time.monotonic() - started, 1e-9)
+            fill = stats["texts"] / (stats["batches"] * stats["capacity"]) if stats["batches"] else 0.0
+            progress.update(task, info=f"flips {stats['flips']}  guard calls {stats['calls']} "
+                                       f"({rate:,.0f}/s)  batch fill {100 * fill:.0f}%  "
+                                       f"cache hits {stats['cached']}")
+
+        def on_call(call: Any) -> None:
+            stats["cached"] += call.cached
+
+        def on_batch(texts: int, capacity: int, compute_s: float) -> None:
+            stats["batches"] += 1
+            stats["texts"] += texts
+            stats["calls"] += texts
+            stats["capacity"] = capacity
+            show()
+
+        def on_result(result: Any) -> None:
+            stats["flips"] += result.flip is not None or result.flip_cost == 0
+            progress.update(task, advance=1)
+            show()
+
+        return execute(prepared, out_dir, resume=resume, on_call=on_call, on_result=on_result,
+                       on_batch=on_batch)
+
+
+def print_summary(outcome: Any) -> None:
+    from margin.reports.tables import margins_table
+
+    adaptive = outcome.snapshot["meta"]["protocol"] != "margin-flip-cost/1"
+    title = f"margin — {outcome.snapshot['data'][0]['id']}" + (
+        " — ADAPTIVE (upper bounds; not comparable with standard-suite margins)" if adaptive else "")
+    table = margins_table(outcome.snapshot["data"][0], title)  # figures with their 95% intervals
+    # Three counts that differ: what the searches asked, what was sent, what needed no call.
+    table.add_row("texts the searches asked about", f"{sum(r.guard_calls for r in outcome.results):,}")
+    table.add_row("guard calls sent (retries, hedges)", f"{outcome.guard_calls:,}")
+    table.add_row("answered without a call (cache, repeats)", f"{outcome.cache_hits:,}")
+    for name, value in engine_rows(outcome):
+        table.add_row(name, value)
+    console.print(table)
+    console.print(f"wrote {outcome.out_dir}/ (receipts.jsonl, results.jsonl, snapshot.json, curves.png/.svg); "
+                  f"margin report {outcome.out_dir} for slices, coverage and flips")
+
+
+def engine_rows(outcome: Any) -> list[tuple[str, str]]:
+    """How the guard's calls went: batches for in-process guards, requests for endpoints."""
+    f = outcome.figures
+    rows = []
+    if f.batches:
+        rate = outcome.guard_calls / f.search_s if f.search_s else 0.0
+        rows.append(("calls per second", f"{rate:,.0f}"))
+        if f.streamed:
+            p50, p95 = f.latency(0.5), f.latency(0.95)
+            rows.append(("request latency p50 / p95 s", f"{p50 or 0:.3f} / {p95 or 0:.3f}"))
+            rows.append(("retries / hedges / 429-503", f"{f.retries} / {f.hedges} / {f.overloads}"))
+            if f.lowest_concurrency is not None:
+                rows.append(("lowest concurrency", f"{f.lowest_concurrency:.0f}"))
+            rows.append(("wall s", f"{f.search_s:.1f}"))
+        else:
+            rows.append(("mean batch fill %", fmt(100 * (f.mean_fill or 0.0), 1)))
+            rows.append(("guard compute / wall s", f"{f.compute_s:.1f} / {f.search_s:.1f}"))
+            if f.retries:
+                rows.append(("retries", str(f.retries)))
+    if f.restarts:
+        rows.append(("guard actor restarts", str(f.restarts)))
+    if f.timeouts:
+        rows.append(("calls past --call-timeout", str(f.timeouts)))
+    return rows

@@ -1,0 +1,71 @@
+"""`margin study`: a paired study from a YAML config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from margin.cli.app import app, console, err
+from margin.cli.common import check_or_fail, fail
+from margin.errors import InputError
+
+
+@app.command()
+def study(
+    config: Annotated[Path, typer.Argument(help="the study's YAML config (see studies/)")],
+    out: Annotated[Path | None, typer.Option(help="output folder (default runs/study-<name>-<time>)")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="continue the killed study in --out")] = False,
+    engine: Annotated[str, typer.Option(help="ray (model, judge and guard actors) | local (this process)")] = "ray",
+    ray_address: Annotated[str | None, typer.Option(help="run on this Ray cluster: auto | HOST:PORT | ray://HOST:PORT (default: $RAY_ADDRESS, else a local Ray)")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the verdict and response caches")] = False,
+) -> None:
+    """A paired study: guards x protected models x transformations, judged; writes pairings.json."""
+    from margin.studies.plan import prepare
+    from margin.studies.report import evidence_tables, pairs_table
+
+    if engine not in ("ray", "local"):
+        raise InputError(f"unknown engine {engine!r}; expected ray or local", field="--engine")
+    if resume and out is None:
+        raise InputError("--resume needs --out, the folder of the study to continue", field="--resume")
+    plan = prepare(config)
+    from margin.studies.runner import (
+        CoverageError,
+        check_coverage,
+        check_out_dir,
+        default_out_dir,
+        run_study,
+    )
+
+    out_dir = out or default_out_dir(plan)
+    check_out_dir(plan, out_dir, resume)
+    try:
+        with err.status("starting") as status:
+            stage_now = ["starting"]
+            answered = [0]
+
+            def on_stage(stage: str) -> None:
+                stage_now[0], answered[0] = stage, 0
+                status.update(stage)
+
+            def on_batch(pool: str, texts: int, _compute_s: float) -> None:
+                answered[0] += texts
+                status.update(f"{stage_now[0]}: {answered[0]:,} texts answered (last batch: {pool})")
+
+            outcome = run_study(plan, out_dir, resume=resume, engine=engine,  # type: ignore[arg-type]
+                                ray_address=ray_address, cache=not no_cache, on_stage=on_stage,
+                                on_batch=on_batch)
+    except RuntimeError as exc:  # an actor or guard that cannot start: say so in one line
+        fail(str(exc))
+    for table in evidence_tables(outcome.pairings):
+        console.print(table)
+    console.print(pairs_table(outcome.pairings))
+    calls = outcome.calls
+    guard_calls = sum(s.sent for s in outcome.guards.values())
+    console.print(f"guard calls {guard_calls} (cache hits {sum(s.cache_hits for s in outcome.guards.values())}), "
+                  f"model and judge calls {calls.sent} (cache hits {calls.cached}, replayed {calls.replayed}, "
+                  f"missing {calls.missing})")
+    console.print(f"wrote {out_dir}/ (pairings.json, cases.jsonl, pairing-matrix.png, capability-ladder.png, "
+                  f"receipts)")
+    check_or_fail([lambda: check_coverage(outcome, plan.config.runtime.max_missing)], CoverageError)

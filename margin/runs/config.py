@@ -1,0 +1,70 @@
+"""What decides a run (dataset, suite, budget, search, seed, the guard and its overrides)
+and how its calls are made; `margin run`'s flags map onto it one to one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from margin.cost import CostNorm
+from margin.guards.make import parse_guard_spec
+from margin.guards.spec import GuardSpec
+from margin.runs.session import CallSettings, Engine
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    guard: str | GuardSpec
+    dataset: str = "sample"
+    suite: str = "standard"
+    budget: float = 100.0
+    search: str = "cheapest"
+    seed: int = 0
+    limit: int | None = None
+    cost_norm: CostNorm = "corpus"
+    batch_size: int = 64
+    # Call limits; None: the guard file's `backend_options`, else the engine's defaults
+    # (`margin.engine.limits.EndpointLimits` for endpoints; 3 attempts and 300 s for batches).
+    max_attempts: int | None = None
+    call_timeout_s: float | None = None
+    max_concurrency: int | None = None
+    requests_per_second: float | None = None
+    hedge_after_s: float | str | None = None
+    retry_wait_s: float = 0.5
+    engine: Engine = "ray"
+    ray_address: str | None = None
+    shard: tuple[int, int] | None = None
+    # Drivers searching at once (Ray actors against the same guard; `margin.runs.drivers`),
+    # and the CPUs each reserves. They change how fast, never what: results are the same.
+    drivers: int = 1
+    driver_cpus: float = 1.0
+    cache: bool = True
+    cache_path: Path | None = None  # default: verdicts.sqlite in margin's cache folder
+    max_missing: float = 0.01  # share of prompts that may end missing before the run fails
+    max_wait_s: float = 0.005
+    # --search adaptive only: guard calls per prompt, and a standard run whose flips seed it.
+    max_calls: int | None = None
+    incumbents: str | None = None
+    # --guard overrides (None: the preset's default)
+    backend: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    threshold: float | None = None
+    normalize: str | None = None  # a defence before the guard (margin.guards.normalize), e.g. nfkc+skeleton
+
+    def call_settings(self) -> CallSettings:
+        return CallSettings(
+            engine=self.engine, ray_address=self.ray_address, batch_size=self.batch_size, max_wait_s=self.max_wait_s,
+            retry_wait_s=self.retry_wait_s, max_attempts=self.max_attempts, call_timeout_s=self.call_timeout_s,
+            max_concurrency=self.max_concurrency, requests_per_second=self.requests_per_second,
+            hedge_after_s=self.hedge_after_s)
+
+    def guard_spec(self) -> GuardSpec:
+        overrides = {"backend": self.backend, "model": self.model, "base_url": self.base_url,
+                     "api_key_env": self.api_key_env, "threshold": self.threshold,
+                     "normalize": self.normalize}
+        if isinstance(self.guard, GuardSpec):
+            given = {k: v for k, v in overrides.items() if v is not None}
+            return self.guard.model_copy(update=given) if given else self.guard
+        return parse_guard_spec(self.guard, **overrides)

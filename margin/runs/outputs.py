@@ -1,0 +1,108 @@
+"""A run's outputs from its manifest and finished results: results.jsonl, snapshot.json and
+the curves; `margin run`, `margin merge` and `margin score` all build them here, so a rescore
+or a merge matches a run exactly. And the coverage rule that fails a run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from margin.reports.plots import CurveSeries, curves_figure, save
+from margin.reports.protocols import mark_protocol
+from margin.reports.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
+from margin.runfolder import (
+    atomic_write_text,
+    dumps,
+    info_from_record,
+    write_results,
+)
+from margin.runs.prepare import PreparedRun
+from margin.runs.session import EngineFigures
+from margin.types import GuardInfo, MarginReport, SearchResult
+
+
+@dataclass
+class RunOutcome:
+    out_dir: Path
+    results: list[SearchResult]
+    report: MarginReport
+    snapshot: dict[str, Any]
+    guard_calls: int
+    cache_hits: int = 0
+    missing: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+    figures: EngineFigures = field(default_factory=EngineFigures)
+
+
+class CoverageError(Exception):
+    """Too many prompts ended missing: the run's outputs are written, but it failed."""
+
+
+def provenance(manifest: dict[str, Any], prompts: int) -> dict[str, Any]:
+    return {
+        "dataset": {"name": manifest["dataset"]["name"], "sha256": manifest["dataset"]["sha256"]},
+        "suite": {"name": manifest["suite"]["name"], "sha256": manifest["suite"]["sha256"]},
+        "budget": manifest["budget"],
+        "cost_norm": manifest["cost_norm"],
+        "corpus_mean_length": manifest["corpus_mean_length"],
+        "seed": manifest["seed"],
+        "search": manifest["search"],
+        "prompts": prompts,
+        **({"shard": manifest["shard"]} if manifest.get("shard") else {}),
+    }
+
+
+def snapshot_for(manifest: dict[str, Any], guard: GuardInfo,
+                 results: list[SearchResult]) -> tuple[dict[str, Any], SnapshotEntry]:
+    """A run's snapshot from its manifest and results; `margin run`, `margin merge` and
+    `margin score` all build it here, so a rescore or a merge matches a run exactly."""
+    evaluation = {"search": manifest["search"], "seed": manifest["seed"],
+                  "normalize": dict(guard.params).get("normalize", "none")}
+    entry = snapshot_entry(guard, results, float(manifest["budget"]), evaluation)
+    snapshot = build_snapshot([entry], provenance(manifest, len(results)))
+    return mark_protocol(snapshot, manifest["search"]), entry
+
+
+def run_snapshot(prepared: PreparedRun, guard: GuardInfo,
+                 results: list[SearchResult]) -> tuple[dict[str, Any], SnapshotEntry]:
+    return snapshot_for(prepared.manifest(guard), guard, results)
+
+
+def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:
+    """RA curves with bootstrap bands, as PNG and SVG."""
+    meta = snapshot["meta"]["provenance"]
+    record = snapshot["data"][0]
+    how = ("adaptive search: upper bounds" if meta.get("search") == "adaptive"
+           else f"{meta['suite']['name']} suite")
+    title = f"{record['id']} on {meta['dataset']['name']} ({how})"
+    save(curves_figure([CurveSeries.from_record(record)], title), stem)
+
+
+def write_outputs(out_dir: Path, manifest: dict[str, Any],
+                  results: list[SearchResult]) -> tuple[MarginReport, dict[str, Any]]:
+    """results.jsonl, snapshot.json and curves (PNG, SVG) from a manifest and finished results."""
+    snapshot, entry = snapshot_for(manifest, info_from_record(manifest["guard"]), results)
+    write_results(out_dir / "results.jsonl", results)
+    atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
+    write_curves(out_dir / "curves", snapshot)
+    return entry.report, snapshot
+
+
+def finish(prepared: PreparedRun, out_dir: Path, results: list[SearchResult], *,
+           guard_calls: int, cache_hits: int = 0) -> RunOutcome:
+    """Write results, snapshot and curves for finished searches."""
+    report, snapshot = write_outputs(out_dir, prepared.manifest(), results)
+    return RunOutcome(out_dir, results, report, snapshot, guard_calls, cache_hits,
+                      missing=sum(1 for r in results if r.status == "missing"))
+
+
+def check_coverage(results: list[SearchResult], max_missing: float) -> None:
+    """Fail a run whose lost coverage is above `max_missing` (a share of its prompts)."""
+    missing = sum(1 for r in results if r.status == "missing")
+    if results and missing / len(results) > max_missing:
+        raise CoverageError(
+            f"{missing} of {len(results)} prompts ({100 * missing / len(results):.1f}%) have no verdict "
+            f"after every retry, above --max-missing {100 * max_missing:g}%; their errors are in "
+            f"receipts.jsonl (rerun with --resume to retry them, or raise --max-attempts)"
+        )

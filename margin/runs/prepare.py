@@ -1,0 +1,152 @@
+"""Preparing a run: every input validated and the guard described, loading no model and
+writing nothing. A prompt's candidates are built when its search starts and dropped when it
+ends (a `Ladder`), so a run's memory does not grow with its dataset."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from margin.cost import COST_NORMS, CostModel
+from margin.datasets import Dataset, load_dataset
+from margin.errors import InputError
+from margin.guards.base import Guard
+from margin.guards.make import describe_guard
+from margin.guards.spec import GuardSpec
+from margin.reports.protocols import protocol_for
+from margin.runfolder import (
+    info_record,
+)
+from margin.runs.config import RunConfig
+from margin.runs.session import ENGINES
+from margin.runs.shards import select_shard
+from margin.search.adaptive import DEFAULT_MAX_CALLS
+from margin.search.candidates import Ladder, original_candidate
+from margin.search.incumbents import load_incumbents
+from margin.search.make import STRATEGIES, make_search
+from margin.search.strategies import PromptSearch
+from margin.transforms.suites import Suite, load_suite
+from margin.types import Candidate, Flip, GuardInfo, Prompt
+
+
+@dataclass
+class PreparedRun:
+    config: RunConfig
+    dataset: Dataset
+    suite: Suite
+    cost_model: CostModel
+    prompts: tuple[Prompt, ...]
+    spec: GuardSpec | None = None  # None only for `margin score` replays, which run no guard
+    info: GuardInfo | None = None
+    guard: Guard | None = None  # an instance a library user passed in: used instead of the spec
+    incumbents: dict[str, Flip] = field(default_factory=dict)
+
+    def candidates(self, prompt: Prompt) -> Ladder:
+        """The prompt's candidates, built as far as they are read."""
+        c = self.config
+        return Ladder(prompt, self.suite, self.cost_model, c.budget, c.seed)
+
+    def all_candidates(self, prompt: Prompt) -> list[Candidate]:
+        """Every candidate of the prompt, built in full (for analyses, not for searching)."""
+        return self.candidates(prompt).all()
+
+    def search(self, prompt: Prompt) -> PromptSearch:
+        c = self.config
+        candidates: Ladder | list[Candidate] = [] if c.search == "adaptive" else self.candidates(prompt)  # adaptive makes its own
+        return make_search(c.search, prompt, original_candidate(prompt, c.seed), candidates, c.budget,
+                           **self.search_options(prompt))
+
+    def searches(self) -> Iterator[PromptSearch]:
+        """One search per prompt, each made when it is asked for (a driver starts a few at a time)."""
+        return (self.search(p) for p in self.prompts)
+
+    def search_options(self, prompt: Prompt) -> dict[str, Any]:
+        if self.config.search != "adaptive":
+            return {}
+        return {"cost_model": self.cost_model, "seed": self.config.seed,
+                "max_calls": self.config.max_calls or DEFAULT_MAX_CALLS,
+                "incumbent": self.incumbents.get(prompt.id)}
+
+    def manifest(self, info: GuardInfo | None = None) -> dict[str, Any]:
+        """Everything that decides a run's results; resume and merge compare it."""
+        guard = info or self.info
+        assert guard is not None, "a manifest needs the guard's identity"
+        return {
+            "dataset": {"name": self.dataset.name, "source": self.dataset.source, "sha256": self.dataset.sha256},
+            "suite": {"name": self.suite.name, "source": self.suite.source, "sha256": self.suite.sha256},
+            "guard": info_record(guard),
+            "budget": self.config.budget,
+            "cost_norm": self.config.cost_norm,
+            "corpus_mean_length": self.cost_model.corpus_mean_length,
+            "search": self.config.search,
+            "seed": self.config.seed,
+            "limit": self.config.limit,
+            "shard": list(self.config.shard) if self.config.shard else None,
+            **self.adaptive_manifest(),
+        }
+
+    def adaptive_manifest(self) -> dict[str, Any]:
+        """The protocol always; an adaptive run's call budget and incumbents too."""
+        out: dict[str, Any] = {"protocol": protocol_for(self.config.search)}
+        if self.config.search == "adaptive":
+            out["max_calls"] = self.config.max_calls or DEFAULT_MAX_CALLS
+            out["incumbents"] = self.config.incumbents
+        return out
+
+
+def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
+    """Validate every input and describe the guard, loading no model and writing nothing.
+
+    A library user may pass a Guard instance instead of naming one: it is used as it is
+    (on Ray it is shipped to the actors), and `config.guard` only names it."""
+    if guard is not None and not isinstance(config.guard, GuardSpec):
+        spec = GuardSpec(name=config.guard)  # runtime defaults; the identity is guard.info
+    else:
+        spec = config.guard_spec()
+    if spec.replicas < 1:
+        raise InputError("must be at least 1", field="--replicas")
+    prepared = prepare_inputs(config)
+    prepared.spec = spec
+    prepared.guard = guard
+    prepared.info = guard.info if guard is not None else describe_guard(spec)
+    if config.incumbents:
+        prepared.incumbents = load_incumbents(config.incumbents, prepared.manifest())
+    return prepared
+
+
+def prepare_inputs(config: RunConfig) -> PreparedRun:
+    """Validate the inputs; no guard is involved (`margin score` replays through this)."""
+    if config.budget <= 0:
+        raise InputError("must be positive", field="--budget")
+    if config.search not in STRATEGIES:
+        raise InputError(f"unknown search {config.search!r}; expected one of {', '.join(STRATEGIES)}",
+                         field="--search")
+    if config.cost_norm not in COST_NORMS:
+        raise InputError(f"unknown cost norm {config.cost_norm!r}; expected corpus or prompt",
+                         field="--cost-norm")
+    if config.limit is not None and config.limit < 1:
+        raise InputError("must be at least 1", field="--limit")
+    if config.engine not in ENGINES:
+        raise InputError(f"unknown engine {config.engine!r}; expected ray or local", field="--engine")
+    if config.drivers < 1:
+        raise InputError("must be at least 1", field="--drivers")
+    if config.drivers > 1 and config.engine != "ray":
+        raise InputError("several drivers run as Ray actors: use --engine ray (the default)", field="--drivers")
+    if config.drivers > 1 and config.shard is not None:
+        raise InputError("give --drivers or --shard, not both (drivers split the prompts themselves)", field="--drivers")
+    if config.driver_cpus < 0:
+        raise InputError("must not be negative", field="--driver-cpus")
+    if not 0 <= config.max_missing <= 1:
+        raise InputError("must be a share between 0 and 1 (or a percentage such as 1%)", field="--max-missing")
+    if config.search != "adaptive" and (config.max_calls is not None or config.incumbents):
+        raise InputError("only --search adaptive takes --max-calls and --incumbents", field="--search")
+    if config.max_calls is not None and config.max_calls < 2:
+        raise InputError("must be at least 2 (the original and one edit)", field="--max-calls")
+    dataset = load_dataset(config.dataset)
+    suite = load_suite(config.suite)
+    # The corpus norm uses every prompt of the dataset, so --limit and shards keep the same units.
+    cost_model = CostModel.for_corpus(dataset.texts, config.cost_norm)
+    prompts = dataset.prompts[: config.limit] if config.limit else dataset.prompts
+    prompts = select_shard(prompts, config.shard)
+    return PreparedRun(config, dataset, suite, cost_model, prompts)
