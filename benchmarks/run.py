@@ -42,10 +42,10 @@ from margin.runfolder import read_jsonl
 from margin.runs.config import RunConfig
 from margin.runs.driver import POOL
 from margin.runs.execute import execute
-from margin.runs.execute import search as run_search
 from margin.runs.guard_pool import GuardCaller
 from margin.runs.outputs import RunOutcome
 from margin.runs.prepare import PreparedRun, prepare
+from margin.runs.single import search as run_search
 from margin.types import Candidate, SearchResult
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from margin.cost import prompt_cost
 from margin.errors import InputError
-from margin.transforms.base import Strength
+from margin.transforms.placement import Strength
 from margin.transforms.registry import get_transform, registry
 from margin.transforms.suites import load_suite, parse_suite
 

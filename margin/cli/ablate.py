@@ -67,7 +67,8 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -
     from margin.cli.run import execute_with_progress
     from margin.reports.tables import ablation_tables
     from margin.runs.ablate import run_ablation
-    from margin.runs.execute import check_out_dir, default_out_dir, execute
+    from margin.runs.execute import execute
+    from margin.runs.folder import check_out_dir, default_out_dir
     from margin.runs.outputs import CoverageError, check_coverage
 
     out_dir = out or default_out_dir(name)

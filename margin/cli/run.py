@@ -76,7 +76,8 @@ def run(
 
 
 def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any:
-    from margin.runs.execute import default_out_dir, execute
+    from margin.runs.execute import execute
+    from margin.runs.folder import default_out_dir
     from margin.runs.prepare import prepare
 
     prepared = prepare(config)

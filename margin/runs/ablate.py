@@ -24,7 +24,8 @@ from margin.reports.observations import from_receipts, key_of
 from margin.reports.plots import ablation_figure, heatmap_figure, save
 from margin.runfolder import atomic_write_text, dumps, read_jsonl
 from margin.runs.config import RunConfig
-from margin.runs.execute import check_out_dir, execute
+from margin.runs.execute import execute
+from margin.runs.folder import check_out_dir
 from margin.runs.outputs import RunOutcome, provenance
 from margin.runs.prepare import PreparedRun, prepare_inputs
 from margin.search.candidates import original_candidate

@@ -25,12 +25,13 @@ from margin.engine.actors import ActorPool
 from margin.engine.cluster import connect, disconnect
 from margin.errors import InputError
 from margin.runfolder import atomic_write_text, dumps
-from margin.runs.execute import check_run_dir, claim_out_dir, search
+from margin.runs.folder import check_run_dir, claim_out_dir
 from margin.runs.merge import join_receipts, join_results
 from margin.runs.outputs import RunOutcome, finish
 from margin.runs.prepare import PreparedRun
 from margin.runs.session import EngineFigures, GuardSession
 from margin.runs.shards import select_shard
+from margin.runs.single import search
 from margin.types import SearchResult
 
 #: How often the driver's progress is asked for, seconds.

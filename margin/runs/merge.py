@@ -17,7 +17,7 @@ from typing import IO, Any
 from margin.datasets import XSTEST_URL, load_dataset
 from margin.errors import InputError
 from margin.runfolder import atomic_file, atomic_write_text, dumps, read_jsonl, result_from_record
-from margin.runs.execute import claim_out_dir
+from margin.runs.folder import claim_out_dir
 from margin.runs.outputs import write_outputs
 from margin.runs.resume import check_manifest
 from margin.types import MarginReport, Prompt, SearchResult

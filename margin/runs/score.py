@@ -25,7 +25,7 @@ from margin.runfolder import (
     write_results,
 )
 from margin.runs.config import RunConfig
-from margin.runs.execute import claim_out_dir
+from margin.runs.folder import claim_out_dir
 from margin.runs.outputs import run_snapshot, write_curves
 from margin.runs.prepare import PreparedRun, prepare_inputs
 from margin.runs.recorded import (

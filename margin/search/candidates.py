@@ -26,7 +26,8 @@ from typing import Protocol
 from rapidfuzz.distance import Levenshtein
 
 from margin.cost import CostModel
-from margin.transforms.base import Edits, EditTransform, Transform
+from margin.transforms.base import EditTransform, Transform
+from margin.transforms.placement import Edits
 from margin.transforms.registry import get_transform
 from margin.transforms.suites import EACH_WORD, Suite
 from margin.transforms.words import word_spans

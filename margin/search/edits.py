@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from margin.transforms.base import EditTransform, position_draws
+from margin.transforms.base import EditTransform
+from margin.transforms.placement import position_draws
 from margin.transforms.registry import get_transform
 
 ADAPTIVE = "adaptive"  # the `transform` field of every adaptive candidate

@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 
 from margin.errors import InputError
-from margin.transforms.base import SALIENT, Transform
+from margin.transforms.base import Transform
+from margin.transforms.placement import SALIENT
 from margin.transforms.registry import get_transform, registry
 from margin.util.hashing import sha256_bytes
 from margin.util.suggest import did_you_mean
