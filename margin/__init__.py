@@ -1,7 +1,11 @@
 """margin: how much must a prompt change before a guardrail gets it wrong?
 
-`import margin` stays light: it never imports torch, transformers or vllm.
+The face for Python (docs/api.md): `margin.run`, `margin.study`, `margin.load_run`,
+`margin.load_snapshots`, and the data model. `import margin` stays light: it never imports
+torch, transformers, vllm or Ray.
 """
+
+from margin.api import LoadedRun, load_run, load_snapshots, run, study
 
 from margin.types import (
     Candidate,
@@ -16,6 +20,11 @@ from margin.types import (
 )
 
 __all__ = [
+    "LoadedRun",
+    "load_run",
+    "load_snapshots",
+    "run",
+    "study",
     "Candidate",
     "Flip",
     "GuardCall",

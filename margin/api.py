@@ -1,0 +1,155 @@
+"""margin from Python: run a guard, run a study, and read what they wrote.
+
+    import margin
+
+    outcome = margin.run("keyword", dataset="sample", suite="quick", out="runs/kw")
+    run = margin.load_run("runs/kw")            # results and receipts as polars frames
+    table = margin.load_snapshots("runs/*/snapshot.json")
+    study = margin.study("studies/local.yaml", out="runs/study-local", engine="local")
+
+These are the commands' library paths (`margin run`, `margin study`), with the same
+validation (bad input raises `margin.errors.InputError` naming the field) and the same
+outputs on disk. docs/api.md has the columns of every frame.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from margin.errors import InputError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from margin.guards.base import Guard
+    from margin.guards.spec import GuardSpec
+    from margin.runs.outputs import RunOutcome
+    from margin.studies.runner import StudyOutcome
+    from margin.types import GuardInfo
+
+FIGURES = ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy")
+
+
+def run(guard: str | GuardSpec | Guard, *, out: str | Path | None = None, resume: bool = False,
+        **options: Any) -> RunOutcome:
+    """Search every prompt for its cheapest flip; writes the run folder and returns its
+    results, report and snapshot. `guard` names one as `--guard` does (or is a GuardSpec, or a
+    Guard instance of your own); `options` are `margin.runs.config.RunConfig`'s fields
+    (dataset, suite, budget, search, seed, limit, engine, cache, ...)."""
+    from margin.guards.base import Guard as GuardClass
+    from margin.runs.config import RunConfig
+    from margin.runs.execute import execute
+    from margin.runs.folder import default_out_dir
+    from margin.runs.prepare import prepare
+
+    instance = guard if isinstance(guard, GuardClass) else None
+    name = instance.info.id if instance is not None else guard
+    prepared = prepare(RunConfig(guard=name, **options), guard=instance)  # type: ignore[arg-type]
+    assert prepared.info is not None
+    return execute(prepared, Path(out) if out is not None else default_out_dir(prepared.info.id), resume=resume)
+
+
+def study(config: str | Path, *, out: str | Path | None = None, resume: bool = False, engine: str = "ray",
+          ray_address: str | None = None, cache: bool = True) -> StudyOutcome:
+    """A paired study from its YAML config; writes pairings.json and the evidence."""
+    from margin.studies.plan import prepare
+    from margin.studies.runner import default_out_dir, run_study
+
+    if engine not in ("ray", "local"):
+        raise InputError(f"unknown engine {engine!r}; expected ray or local", field="engine")
+    plan = prepare(Path(config))
+    folder = Path(out) if out is not None else default_out_dir(plan)
+    return run_study(plan, folder, resume=resume, engine=engine, ray_address=ray_address,  # type: ignore[arg-type]
+                     cache=cache)
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A finished run folder: what decided it, its guard, and its records as frames."""
+
+    path: Path
+    manifest: dict[str, Any]
+    guard: GuardInfo
+    results: pl.DataFrame  # one row per prompt (results.jsonl; the flip's fields flattened)
+    snapshot: dict[str, Any]
+
+    def receipts(self) -> pl.DataFrame:
+        """One row per call attempt (receipts.jsonl's call lines), read when asked for."""
+        import polars as pl
+
+        from margin.runfolder import read_jsonl
+
+        rows = [r for r in read_jsonl(self.path / "receipts.jsonl") if r.get("kind") == "call"]
+        return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def load_run(path: str | Path) -> LoadedRun:
+    """A run folder `margin run` (or merge, or score --out) wrote."""
+    import polars as pl
+
+    from margin.runfolder import load_run as read_folder
+
+    folder = read_folder(Path(path))
+    rows = []
+    for r in folder.results:
+        flip = r.flip
+        rows.append({"prompt_id": r.prompt_id, "label": r.label, "type": r.type, "status": r.status,
+                     "clean_verdict": r.clean_verdict, "flip_cost": r.flip_cost, "capped": r.capped,
+                     "guard_calls": r.guard_calls, "flip_transform": flip.transform if flip else None,
+                     "flip_strength": flip.strength if flip else None, "flip_verdict": flip.verdict if flip else None,
+                     "flip_text": flip.text if flip else None})
+    snapshot_path = folder.path / "snapshot.json"
+    snapshot = json.loads(snapshot_path.read_text("utf-8")) if snapshot_path.is_file() else {}
+    return LoadedRun(folder.path, folder.manifest, folder.guard, pl.DataFrame(rows, infer_schema_length=None), snapshot)
+
+
+def load_snapshots(paths: str | Path | list[str | Path]) -> pl.DataFrame:
+    """One row per guard per snapshot, from snapshot files (`margin run`'s or `margin publish`'s):
+    its figures with their 95% intervals, and the protocol columns that say which rows may be
+    compared (protocol, dataset and suite with SHA-256s, budget, cost norm, search, defence).
+    `paths`: a glob, a path, or a list of them."""
+    import polars as pl
+
+    files = _expand(paths)
+    if not files:
+        raise InputError(f"no snapshot matches {paths!r}", field="paths")
+    rows = []
+    for file in files:
+        try:
+            snapshot = json.loads(Path(file).read_text("utf-8"))
+            meta, records = snapshot["meta"], snapshot["data"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"not a margin snapshot ({type(exc).__name__}: {exc})", path=file) from None
+        rows += [_snapshot_row(str(file), meta, record) for record in records]
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _expand(paths: str | Path | list[str | Path]) -> list[str]:
+    items = paths if isinstance(paths, list) else [paths]
+    out: list[str] = []
+    for item in items:
+        text = str(item)
+        out += sorted(glob.glob(text)) if any(ch in text for ch in "*?[") else [text]
+    return out
+
+
+def _snapshot_row(file: str, meta: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    provenance = meta.get("provenance", {})
+    evaluation = record.get("evaluation", {})
+    row: dict[str, Any] = {
+        "snapshot": file, "snapshot_date": meta.get("snapshot_date"), "protocol": meta.get("protocol"),
+        "guard": record.get("id"), "rank": record.get("rank"),
+        "dataset": provenance.get("dataset", {}).get("name"), "dataset_sha256": provenance.get("dataset", {}).get("sha256"),
+        "suite": provenance.get("suite", {}).get("name"), "suite_sha256": provenance.get("suite", {}).get("sha256"),
+        "budget": provenance.get("budget"), "cost_norm": provenance.get("cost_norm"),
+        "search": evaluation.get("search", provenance.get("search")), "defence": evaluation.get("normalize", "none"),
+    }
+    intervals = record.get("confidence_intervals", {})
+    for name in FIGURES:
+        low, high = intervals.get(name) or (None, None)
+        row |= {name: record.get(name), f"{name}_low": low, f"{name}_high": high}
+    return row

@@ -1,0 +1,45 @@
+"""The Python face: margin.run / margin.study / margin.load_run / margin.load_snapshots."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import margin
+from margin.errors import InputError
+from tests.helpers import HashGuard
+
+
+def test_run_then_load_run_gives_the_folder_as_frames(tmp_path):
+    outcome = margin.run("keyword", dataset="sample", suite="quick", engine="local", cache=False, out=tmp_path / "kw")
+    run = margin.load_run(tmp_path / "kw")
+    assert run.guard.id == "keyword" and run.manifest["suite"]["name"] == "quick"
+    assert run.results.height == 48 == len(outcome.results)
+    on_disk = [json.loads(line) for line in (tmp_path / "kw" / "results.jsonl").read_text().splitlines()]
+    assert run.results["flip_cost"].to_list() == [r["flip_cost"] for r in on_disk]
+    receipts = run.receipts()
+    assert receipts.height >= sum(r["guard_calls"] for r in on_disk) - receipts["cached"].sum()
+    assert run.snapshot["data"][0]["balanced_margin"] == outcome.report.balanced_margin
+
+
+def test_a_guard_instance_runs_as_it_is(tmp_path):
+    guard = HashGuard(0.3)
+    outcome = margin.run(guard, dataset="sample", suite="quick", engine="local", cache=False, out=tmp_path / "h")
+    assert outcome.snapshot["data"][0]["id"] == guard.info.id and guard.seen
+
+
+def test_load_snapshots_is_one_frame_with_intervals_and_protocol_columns(tmp_path):
+    for name, share in (("a", 0.2), ("b", 0.6)):
+        margin.run(HashGuard(share, salt=name), dataset="sample", suite="quick", engine="local", cache=False,
+                   out=tmp_path / name)
+    table = margin.load_snapshots(str(tmp_path / "*" / "snapshot.json"))
+    assert table.height == 2 and set(table["protocol"]) == {"margin-flip-cost/1"}
+    for name in ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy"):
+        assert (table[f"{name}_low"] <= table[name]).all() and (table[name] <= table[f"{name}_high"]).all()
+    assert set(table["suite"]) == {"quick"} and table["dataset_sha256"].n_unique() == 1
+    with pytest.raises(InputError, match="no snapshot"):
+        margin.load_snapshots(str(tmp_path / "nothing-*.json"))
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(InputError, match="not a margin snapshot"):
+        margin.load_snapshots(tmp_path / "bad.json")

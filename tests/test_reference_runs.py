@@ -1,0 +1,59 @@
+"""No behaviour change: runs today give the results, snapshots and receipts the code gave
+at commit 4d592e0, before the call engine, the layout and the driver's speed work. The
+SHA-256s were measured with that commit; a snapshot is compared without its date and the
+margin version and commit that made it, receipts without their run id and latencies and in
+sorted order (they record what happened, in the order it happened)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+import margin
+
+pytestmark = pytest.mark.slow
+
+REFERENCE = {  # (dataset, suite, search): (results.jsonl, snapshot.json, receipts.jsonl)
+    ("sample", "standard", "cheapest"): (
+        "8cf2b45384f270cfb396e5ec815aa94319f4c58f6854b7a640c2ba25e052ae9a",
+        "33a9757dfc1e13c4cd6d060c8b86cc49af97ac63a1b97f6f6250909a66d83db7",
+        "b3fd245bc31186c3adcd09f8d0d5257cf581a8465035003c241c29575501a3e0"),
+    ("sample", "quick", "exhaustive"): (
+        "483d3b995d705f9cbfc1d1a7049c978fd1a90a6acd1f651b0706214bc78ffe8b",
+        "c7650bc69a5360b5b7891af45617093261a4b147bf8d24da05aa40a2108d23ea",
+        "a51c777be1f117f3b1bfc1f08e7d49bbe35c8b5c785012440b878d5e14a06666"),
+    ("xstest", "standard", "cheapest"): (
+        "6c002ec567cf1133b5e662a69aa823b5d609ad9ea829b22f465a35a56f3f85f9",
+        "e1f31a6464f8d2030caeaa07097fc876f83e4623335e59afb5491b7ec10e4e67",
+        "42bd6f4c8676ac9df7801c3ee4e2bffcfcf9c53fb569f439553d64b4b33c2135"),
+}
+
+
+def digests(folder: Path) -> tuple[str, str, str]:
+    snapshot = json.loads((folder / "snapshot.json").read_text("utf-8"))
+    snapshot["meta"].pop("snapshot_date")
+    for key in ("git_commit", "margin_version"):
+        snapshot["meta"]["provenance"].pop(key, None)
+    receipts = []
+    for line in (folder / "receipts.jsonl").read_text("utf-8").splitlines():
+        record = json.loads(line)
+        record.pop("run_id", None)
+        record.pop("latency_s", None)
+        receipts.append(json.dumps(record, sort_keys=True))
+    return (hashlib.sha256((folder / "results.jsonl").read_bytes()).hexdigest(),
+            hashlib.sha256(json.dumps(snapshot, sort_keys=True).encode()).hexdigest(),
+            hashlib.sha256("\n".join(sorted(receipts)).encode()).hexdigest())
+
+
+@pytest.mark.parametrize(("dataset", "suite", "search"), list(REFERENCE))
+def test_a_run_gives_the_reference_records(tmp_path, request, dataset, suite, search):
+    path = dataset
+    if dataset == "xstest":
+        path = str(request.getfixturevalue("xstest_csv"))
+        if Path(path).name != "xstest_prompts.csv":
+            pytest.skip("the reference names the dataset by its file name, xstest_prompts.csv")
+    margin.run("keyword", dataset=path, suite=suite, search=search, engine="local", cache=False, out=tmp_path / "r")
+    assert digests(tmp_path / "r") == REFERENCE[(dataset, suite, search)]
