@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export RAY_AUTH_MODE ?= disabled
 
-.PHONY: install demo test lint bench docs clean
+.PHONY: install demo test test-fast lint bench docs clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ demo: install
 # Two workers: most tests wait on subprocesses, Ray and model loading, not on one core.
 test: install
 	$(BIN)/python -m pytest -n 2
+
+# The fast lane: no test marked slow (seconds or more each) or ray (a Ray cluster).
+test-fast: install
+	$(BIN)/python -m pytest -n 2 -m "not slow and not ray"
 
 bench: install
 	$(BIN)/python -m benchmarks.run
