@@ -6,7 +6,6 @@ torch, transformers, vllm or Ray.
 """
 
 from margin.api import LoadedRun, load_run, load_snapshots, run, study
-
 from margin.types import (
     Candidate,
     Flip,

@@ -35,28 +35,19 @@ standard-suite margins (`margin.reports.protocols`).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
-from dataclasses import replace
-from typing import Any
+from collections.abc import Sequence
 
-from margin.cost import CostModel, edit_distance
+from margin.cost import CostModel
 from margin.search.approx import word_placements
 from margin.search.candidates import Candidates
-from margin.search.edits import (
-    ADAPTIVE,
-    Op,
-    apply_ops,
-    conflicts,
-    format_script,
-    parse_script,
-    rebuild_text,
-)
+from margin.search.edits import Op, conflicts, rebuild_text
+from margin.search.knockouts import apart, dense_ops, incumbent_ops, knockout_ops, ranked_families
+from margin.search.planned import Asks, OutOfCalls, PlannedSearch
 from margin.search.probes import PROBE_WORDS, STOPWORDS, salience_order
-from margin.search.strategies import PromptSearch
 from margin.transforms.base import EditTransform
-from margin.transforms.registry import get_transform, registry
+from margin.transforms.registry import get_transform
 from margin.transforms.words import word_spans
-from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
+from margin.types import Candidate, Flip, Prompt
 
 DEFAULT_MAX_CALLS = 100
 #: single-edit reactions asked per round when ranking by the guard's reaction: the ranking
@@ -70,228 +61,28 @@ MORE_GROUPS_AFTER_A_FLIP = 3
 #: minilm's XSTest prompts against DeepWordBug: docs/adaptive.md).
 TOP_WORDS = {"unsafe": 2, "safe": 1}
 VARIANTS_PER_WORD = 4
-Asks = Generator[list[Candidate], None, Any]
 
 
-class OutOfCalls(Exception):
-    """The prompt's guard-call budget is spent."""
+class AdaptiveSearch(PlannedSearch):
+    """The plan above; see the module's docstring."""
 
-
-def edit_families(text: str) -> list[str]:
-    """The registry's edit transforms in the order take-out tries them (see `ranked_families`)."""
-    return [name for name, _ in ranked_families(text)]
-
-
-def ranked_families(text: str) -> list[tuple[str, int]]:
-    """(name, cost) of the registry's edit transforms, where cost is the distance of the
-    dearest single in-word edit on `text` (some, like upside-down, rewrite a whole word):
-    cheapest first, then invisible before visible, NFKC-stable first, then by name. Read
-    from the registry at call time, so every transform added to the library takes part."""
-    ranked = []
-    for name, transform in registry().items():
-        if not isinstance(transform, EditTransform):
-            continue
-        anchors = knockout_ops(text, name)
-        if not anchors:
-            continue
-        cost = max(edit_distance(text, apply_ops(text, [anchor], 0)) for anchor in anchors)
-        ranked.append((cost, transform.visible, transform.nfkc_stable is not True, name))
-    return [(name, cost) for cost, *_, name in sorted(ranked)]
-
-
-def apart(ops: Sequence[Op]) -> bool:
-    """No two replacements touch or abut, so a group's placements cannot join into one word."""
-    cells: set[int] = set()
-    for op in ops:
-        mine = set(range(op.start - 1, max(op.end, op.start + 1) + 1))
-        if mine & cells:
-            return False
-        cells |= mine
-    return True
-
-
-def knockout_ops(text: str, name: str, words: Sequence[int] | None = None) -> list[Op]:
-    """One edit of transform `name` inside each word (in `words` order, default all): at the
-    eligible position nearest a third of the way in, which lies inside most words' stems."""
-    transform = get_transform(name)
-    assert isinstance(transform, EditTransform)
-    eligible = transform.eligible(text)
-    spans = word_spans(text)
-    ops = []
-    for index in words if words is not None else range(len(spans)):
-        start, end = spans[index]
-        inside = [p for p in eligible if transform.in_word(text, p, start, end)]
-        if inside:
-            target = start + (end - start + 1) // 3
-            ops.append(Op.edit(name, min(inside, key=lambda p: (abs(p - target), p))))
-    return ops
-
-
-def dense_ops(text: str, name: str, words: Sequence[int]) -> list[Op]:
-    """Every eligible in-word position of transform `name` that does not overlap an earlier
-    one, words in `words` order, positions nearest the knock-out anchor first."""
-    transform = get_transform(name)
-    assert isinstance(transform, EditTransform)
-    eligible = transform.eligible(text)
-    spans = word_spans(text)
-    ops: list[Op] = []
-    for index in words:
-        start, end = spans[index]
-        target = start + (end - start + 1) // 3
-        inside = sorted((p for p in eligible if transform.in_word(text, p, start, end)),
-                        key=lambda p: (abs(p - target), p))
-        for p in inside:
-            op = Op.edit(name, p)
-            if not conflicts([*ops, op], text):
-                ops.append(op)
-    return ops
-
-
-class AdaptiveSearch(PromptSearch):
     def __init__(self, prompt: Prompt, original: Candidate, candidates: Sequence[Candidate] | Candidates,
                  budget: float, *,
                  cost_model: CostModel, seed: int = 0, max_calls: int = DEFAULT_MAX_CALLS,
                  incumbent: Flip | None = None, families: Sequence[str] | None = None,
                  prior: bool = True) -> None:
-        super().__init__(prompt, original, candidates, budget)
-        if max_calls < 2:
-            raise ValueError("max_calls must be at least 2 (the original and one candidate)")
-        self._args: dict[str, Any] = dict(prompt=prompt, original=original, candidates=candidates,
-                                          budget=budget, cost_model=cost_model, seed=seed,
-                                          max_calls=max_calls, incumbent=incumbent, families=families,
-                                          prior=prior)
-        self.cost_model = cost_model
-        self.seed = seed
-        self.max_calls = max_calls
-        self.text = prompt.text
+        args = dict(prompt=prompt, original=original, candidates=candidates, budget=budget,
+                    cost_model=cost_model, seed=seed, max_calls=max_calls, incumbent=incumbent,
+                    families=families, prior=prior)
+        super().__init__(prompt, original, candidates, budget, cost_model=cost_model, seed=seed,
+                         max_calls=max_calls, args=args)
         ranked = ranked_families(prompt.text)
         self.family_cost = dict(ranked)
         self.families = list(families) if families is not None else [name for name, _ in ranked]
         self.order = salience_order(prompt.text, probes=prior)  # word indices, likeliest first
-        self.unit = cost_model.cost(prompt.text, prompt.text + " ")  # the cost of one edit
         self.incumbent = self._incumbent_candidate(incumbent)
-        self.issued: list[Candidate] = []  # in the order asked: decides ties deterministically
-        self.by_text: dict[str, Verdict | None] = {}
-        self.built: dict[tuple[Op, ...], Candidate] = {}
-        self.queue: list[Candidate] = []
-        self.waiting: set[Candidate] = set()
-        self.log: list[tuple[Candidate, Verdict | None]] = []
-        self.finished = False
         self.helpful: list[Op] = []  # single edits that move a scoring guard toward a flip, best first
-        self.plan = self._plan()
-        self._advance()
-
-    # -- the PromptSearch protocol -------------------------------------------------------
-
-    def next_requests(self, limit: int) -> list[Candidate]:
-        out = self.queue[:limit]
-        del self.queue[:limit]
-        self.requested.update(out)
-        return out
-
-    def receive(self, candidate: Candidate, verdict: Verdict | None) -> None:
-        if candidate not in self.waiting:
-            raise RuntimeError(f"{self.prompt.id!r} did not ask about {candidate.strength!r}")
-        self.waiting.discard(candidate)
-        self.verdicts[candidate] = verdict
-        self.by_text[candidate.text] = verdict
-        self.log.append((candidate, verdict))
-        self._advance()
-
-    @property
-    def done(self) -> bool:
-        return self.finished
-
-    def result(self) -> SearchResult:
-        if not self.done:
-            raise RuntimeError(f"search for {self.prompt.id!r} is not done")
-        clean = self.by_text.get(self.text)
-        base = SearchResult(
-            prompt_id=self.prompt.id, label=self.prompt.label, type=self.prompt.type,
-            clean_verdict=clean.label if clean else None, flip_cost=None, capped=False, flip=None,
-            guard_calls=len(self.issued), status="missing", extra=self.prompt.extra,
-        )
-        if clean is None:
-            return base
-        if clean.is_wrong_for(self.prompt.label):
-            return replace(base, status="scored", flip_cost=0.0)
-        best = self.best()
-        if best is None:
-            return replace(base, status="scored", flip_cost=self.budget, capped=True)
-        verdict = self.by_text[best.text]
-        assert verdict is not None and best.transform is not None and best.strength is not None
-        flip = Flip(best.transform, best.strength, best.seed, best.cost, verdict.label, best.text)
-        return replace(base, status="scored", flip_cost=best.cost, flip=flip)
-
-    def best(self) -> Candidate | None:
-        """The cheapest flipping candidate within budget; ties go to the one asked first."""
-        flips = [c for c in self.issued if c.text != self.text and self._flips(c.text) and c.cost <= self.budget]
-        return min(flips, key=lambda c: c.cost) if flips else None
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # A generator cannot be pickled, but the search is a function of its verdicts: ship
-        # the arguments and the verdicts so far, and replay them on the other side.
-        pending = tuple(c for c in self.issued if c in self.waiting and c not in self.queue)
-        return (_restore, (self._args, tuple(self.log), pending))
-
-    # -- plumbing --------------------------------------------------------------------------
-
-    def _advance(self) -> None:
-        while not self.finished and not self.queue and not self.waiting:
-            try:
-                batch = next(self.plan)
-            except StopIteration:
-                self.finished = True
-                return
-            self.queue = list(batch)
-            self.waiting = set(batch)
-
-    def _flips(self, text: str) -> bool:
-        verdict = self.by_text.get(text)
-        return verdict is not None and verdict.is_wrong_for(self.prompt.label)
-
-    def _candidate(self, ops: Sequence[Op]) -> Candidate:
-        key = tuple(sorted(ops))
-        if key not in self.built:
-            text = apply_ops(self.text, key, self.seed)
-            self.built[key] = Candidate(self.prompt.id, ADAPTIVE, format_script(key), self.seed, text,
-                                        self.cost_model.cost(self.text, text))
-        return self.built[key]
-
-    def _ask(self, candidates: Sequence[Candidate]) -> Asks:
-        """Ask for the candidates whose texts have no verdict yet (at most the calls left);
-        return every candidate's verdict (None: missing, or not asked for want of calls)."""
-        fresh: dict[str, Candidate] = {}
-        for c in candidates:
-            if c.text not in self.by_text and c.text not in fresh:
-                fresh[c.text] = c
-        new = list(fresh.values())
-        room = self.max_calls - len(self.issued)
-        if new and room <= 0:
-            raise OutOfCalls
-        new = new[:room]
-        if new:
-            self.issued.extend(new)
-            yield new
-        return [self.by_text.get(c.text) for c in candidates]
-
-    def _test(self, ops: Sequence[Op]) -> Asks:
-        """Does editing `ops` flip the verdict? (The original, for no ops, is known.)"""
-        if not ops:
-            return self._flips(self.text)
-        candidate = self._candidate(ops)
-        yield from self._ask([candidate])
-        return self._flips(candidate.text)
-
-    def _at_floor(self) -> bool:
-        best = self.best()
-        return best is not None and best.cost <= self.unit + 1e-9
-
-    def _toward_flip(self, verdict: Verdict | None) -> float:
-        """How close a verdict is to flipping this prompt (higher is closer)."""
-        if verdict is None or verdict.p_unsafe is None:
-            return float("-inf")
-        return verdict.p_unsafe if self.prompt.label == "safe" else 1.0 - verdict.p_unsafe
+        self._start()
 
     # -- the plan ---------------------------------------------------------------------------
 
@@ -450,56 +241,6 @@ class AdaptiveSearch(PromptSearch):
         return sorted(atoms, key=lambda a: (-self._toward_flip(self.by_text.get(self._candidate([a]).text)),
                                             atoms.index(a)))
 
-    def _pair_floor(self, atoms: Sequence[Op]) -> float:
-        """A lower bound on the cost of any two of `atoms` (edits apart cost their sum)."""
-        costs = sorted(self._candidate([a]).cost for a in atoms)
-        return costs[0] + costs[1] if len(costs) > 1 else float("inf")
-
-    def _ceiling(self) -> float:
-        """The cost to beat: the best flip's so far (infinite before any)."""
-        best = self.best()
-        return best.cost if best is not None else float("inf")
-
-    def _minimise(self, base: list[Op], items: list[Op], ceiling: float = float("inf")) -> Asks:
-        """A subset M of `items` with base + M flipping, given that base + items flips: find
-        the shortest flipping prefix by galloping (1, 2, 4, ...) then bisection, keep its
-        last item, and recurse on the items before it. None once base + M could not cost
-        less than `ceiling` (the best flip so far): no call is spent on a set that cannot win."""
-        if base and self._candidate(base).cost >= ceiling - 1e-9:
-            return None
-        if not items or (base and (yield from self._test(base))):
-            return []
-        if min(self._candidate([*base, item]).cost for item in items) >= ceiling - 1e-9:
-            return None  # base does not flip, and adding any one item already costs too much
-        n = len(items)
-        failing, passing = 0, n  # base + items[:failing] does not flip; base + items[:passing] does
-        k = 1
-        while k < passing:
-            if (yield from self._test(base + items[:k])):
-                passing = k
-                break
-            failing = k
-            k *= 2
-        while passing - failing > 1:
-            mid = (failing + passing) // 2
-            if (yield from self._test(base + items[:mid])):
-                passing = mid
-            else:
-                failing = mid
-        last = items[passing - 1]
-        rest = yield from self._minimise([*base, last], items[: passing - 1], ceiling)
-        return None if rest is None else [*rest, last]
-
-    def _prune(self, kept: list[Op]) -> Asks:
-        """Drop edits one at a time, least likely first, while the rest still flips."""
-        kept = list(kept)
-        for op in list(reversed(kept)):
-            if len(kept) > 1:
-                trial = [o for o in kept if o != op]
-                if (yield from self._test(trial)):
-                    kept = trial
-        return kept
-
     def _merge(self, kept: list[Op], name: str) -> Asks:
         """Where several edits landed in one word, try one edit of the family in between."""
         transform = get_transform(name)
@@ -574,39 +315,3 @@ class AdaptiveSearch(PromptSearch):
         self._incumbent_ops = incumbent_ops(self.text, flip, self.seed)
         return candidate
 
-
-def incumbent_ops(text: str, flip: Flip, seed: int) -> tuple[Op, ...]:
-    """The incumbent as an edit script this search can prune, when it is one (an edit
-    transform's flip, or an adaptive one, made with this seed); else ()."""
-    if flip.seed != seed:
-        return ()
-    if flip.transform == ADAPTIVE:
-        return parse_script(flip.strength)
-    transform = get_transform(flip.transform)
-    chosen = getattr(transform, "chosen", None)
-    if not isinstance(transform, EditTransform) or chosen is None:
-        return ()
-    ops = tuple(Op.edit(flip.transform, p) for p in chosen(text, flip.strength, seed))
-    try:
-        same = bool(ops) and apply_ops(text, ops, seed) == flip.text
-    except ValueError:
-        same = False
-    return ops if same else ()
-
-
-def _restore(args: dict[str, Any], log: Sequence[tuple[Candidate, Verdict | None]],
-             pending: Sequence[Candidate]) -> AdaptiveSearch:
-    search = AdaptiveSearch(**args)
-    for candidate, verdict in log:
-        _hand_out(search, candidate)
-        search.receive(candidate, verdict)
-    for candidate in pending:
-        _hand_out(search, candidate)
-    return search
-
-
-def _hand_out(search: AdaptiveSearch, candidate: Candidate) -> None:
-    if candidate not in search.queue:
-        raise RuntimeError(f"replay of {search.prompt.id!r} diverged at {candidate.strength!r}")
-    search.queue.remove(candidate)
-    search.requested.add(candidate)

@@ -1,0 +1,5 @@
+"""`python -m margin.cli`, the same as the `margin` command."""
+
+from margin.cli import main
+
+main()
