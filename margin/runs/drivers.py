@@ -105,10 +105,7 @@ def execute_drivers(prepared: PreparedRun, out_dir: Path, *, resume: bool = Fals
     check_run_dir(prepared, out_dir, resume)
     folders = driver_dirs(out_dir, n)
     if resume:
-        others = sorted(p.name for p in (out_dir / "drivers").glob("*-of-*") if p not in folders)
-        if others:
-            raise InputError(f"this run's drivers were {others[0].split('-of-')[1]} (found drivers/{others[0]}); "
-                             f"resume with the same --drivers", path=out_dir, field="--drivers")
+        _check_same_drivers(out_dir, folders)
     started = connect(config.ray_address)
     figures = EngineFigures(engine="ray")
     began = time.perf_counter()
@@ -175,3 +172,11 @@ def _add_up(figures: EngineFigures, parts: list[dict[str, Any]]) -> None:
         figures.latencies.extend(part["latencies"])
         lows = [x for x in (figures.lowest_concurrency, part["lowest_concurrency"]) if x is not None]
         figures.lowest_concurrency = min(lows) if lows else None
+
+
+def _check_same_drivers(out_dir: Path, folders: list[Path]) -> None:
+    """A run resumes with the number of drivers it started with (each owns its prompts)."""
+    others = sorted(p.name for p in (out_dir / "drivers").glob("*-of-*") if p not in folders)
+    if others:
+        raise InputError(f"this run's drivers were {others[0].split('-of-')[1]} (found drivers/{others[0]}); "
+                         f"resume with the same --drivers", path=out_dir, field="--drivers")

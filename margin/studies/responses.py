@@ -21,7 +21,7 @@ from margin.runfolder import dumps, read_jsonl
 from margin.runs.resume import cut_torn_tail
 from margin.runs.session import CallSettings
 from margin.studies.cache import ReplyCache, default_cache_path
-from margin.studies.calls import StudyCalls, load_replay
+from margin.studies.calls import StudyCalls, StudyReplay, load_replay
 from margin.studies.model_pools import model_limits, model_pool
 from margin.studies.models import Reply
 from margin.studies.plan import StudyPlan
@@ -62,23 +62,12 @@ class _Receipts:
 def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: bool, cache: bool,
             on_batch: OnBatch = lambda *_: None,
             on_progress: Callable[[str], None] = lambda _: None) -> ResponseOutcome:
-    path = out_dir / "calls.jsonl"
-    replay = None
-    run_id = None
-    if resume and path.exists():
-        cut_torn_tail(path)
-        records = list(read_jsonl(path))
-        replay = load_replay(records)
-        run_id = next((r.get("run_id") for r in records if r.get("run_id")), None)
-    receipts = _Receipts(path, run_id or secrets.token_hex(8))
+    receipts, replay = _open_receipts(out_dir / "calls.jsonl", resume)
     store = ReplyCache(default_cache_path()) if cache else None
     models = {m.id: m for m in plan.models}
     models.update({j.model.id: j.model for j in plan.judges})
-
-    def reporter(name: str) -> Callable[[int, int, float], None]:
-        return lambda requests, _capacity, seconds: on_batch(name, requests, seconds)
-
-    pools = [model_pool(name, m.spec, m.max_tokens, settings, on_call=reporter(name)) for name, m in models.items()]
+    pools = [model_pool(name, m.spec, m.max_tokens, settings, on_call=_reporter(name, on_batch))
+             for name, m in models.items()]
     attempts = {name: model_limits(m.spec, settings).max_attempts for name, m in models.items()}
     calls = StudyCalls(max_attempts=attempts, retry_wait_s=settings.retry_wait_s, store=store, replay=replay,
                        on_record=receipts.write)
@@ -117,16 +106,7 @@ def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: b
                 on_progress("responses done")
         return done
 
-    for model in plan.models:
-        for prompt in plan.prompts:
-            items: list[tuple[str | None, str, str | None, str | None]] = [(None, prompt.text, None, None)]
-            items += [(t.name, texts[(prompt.id, t.name)], t.transform, t.strength) for t in plan.transformations]
-            for name, text, transform, strength in items:
-                tag = {"role": "response", "model": model.id, "prompt_id": prompt.id, "transform": transform,
-                       "strength": strength}
-                calls.request(model.id, model.key, [{"role": "user", "content": text}], tag,
-                              responded(model.id, prompt.id, name))
-        calls.seal(model.id)
+    _ask_for_responses(plan, texts, calls, responded)
     try:
         run_pools(calls.book, pools)
     finally:
@@ -138,3 +118,35 @@ def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: b
     outcome.missing, outcome.retries, outcome.hedges = stats.missing, stats.retries, stats.hedges
     outcome.restarts = sum(p.figures.restarts + p.figures.timeouts for p in pools)
     return outcome
+
+
+def _reporter(name: str, on_batch: OnBatch) -> Callable[[int, int, float], None]:
+    return lambda requests, _capacity, seconds: on_batch(name, requests, seconds)
+
+
+def _open_receipts(path: Path, resume: bool) -> tuple[_Receipts, StudyReplay | None]:
+    """The study's call receipts, opened for appending, and on resume what they already hold
+    (to replay) under the run id they were written with."""
+    replay = None
+    run_id = None
+    if resume and path.exists():
+        cut_torn_tail(path)
+        records = list(read_jsonl(path))
+        replay = load_replay(records)
+        run_id = next((r.get("run_id") for r in records if r.get("run_id")), None)
+    return _Receipts(path, run_id or secrets.token_hex(8)), replay
+
+
+def _ask_for_responses(plan: StudyPlan, texts: dict[tuple[str, str], str], calls: StudyCalls,
+                       responded: Callable[[str, str, str | None], Callable[[Reply | None], None]]) -> None:
+    """Every protected model's response to every prompt, original and transformed."""
+    for model in plan.models:
+        for prompt in plan.prompts:
+            items: list[tuple[str | None, str, str | None, str | None]] = [(None, prompt.text, None, None)]
+            items += [(t.name, texts[(prompt.id, t.name)], t.transform, t.strength) for t in plan.transformations]
+            for name, text, transform, strength in items:
+                tag = {"role": "response", "model": model.id, "prompt_id": prompt.id, "transform": transform,
+                       "strength": strength}
+                calls.request(model.id, model.key, [{"role": "user", "content": text}], tag,
+                              responded(model.id, prompt.id, name))
+        calls.seal(model.id)
