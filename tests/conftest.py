@@ -9,29 +9,28 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import xstest_copy
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-XSTEST_CSV = SHARED / "data" / "xstest" / "xstest_prompts.csv"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A test on the session's Ray cluster is a `ray` test, marked or not: the fast lane
+    # (`make test-fast`, -m "not slow and not ray") must never start a cluster.
+    for item in items:
+        if {"ray_cluster", "ray_address"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.ray)
 
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     # Never touch the user's cache from a test.
     monkeypatch.setenv("MARGIN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "margin-cache"))
-
-
-def xstest_copy() -> Path | None:
-    """A local copy of the pinned XSTest file: $MARGIN_XSTEST, else the workspace's copy beside
-    the checkout (absent in an outside contributor's clone)."""
-    env = os.environ.get("MARGIN_XSTEST")
-    path = Path(env) if env else XSTEST_CSV
-    return path if path.is_file() else None
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 
 import margin
 from margin.errors import InputError
-from tests.helpers import HashGuard
+from tests.support.guards import HashGuard
 
 
 def test_run_then_load_run_gives_the_folder_as_frames(tmp_path):

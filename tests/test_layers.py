@@ -11,7 +11,7 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 PACKAGE = REPO / "margin"
 LAYERS = [

@@ -6,9 +6,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.conftest import REPO
-from tests.helpers import ProbabilityGuard
-from tests.test_score import make_run
+from tests.support.guards import ProbabilityGuard
+from tests.support.paths import REPO
+from tests.support.runs import make_run
 
 pytestmark = pytest.mark.slow
 

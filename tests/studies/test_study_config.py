@@ -1,0 +1,157 @@
+"""Study configs: every malformed one gets one error naming file, line and field; exit 2, nothing written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from margin.errors import InputError
+from margin.studies.plan import prepare
+from tests.support.paths import REPO
+from tests.support.study import study_config, write_config
+
+URL = "http://127.0.0.1:9/v1"  # never called: validation runs before anything else
+
+
+def good_text() -> str:
+    return yaml.safe_dump(study_config(URL, second_judge="toy-judge-lenient"), sort_keys=False)
+
+
+def line_of(text: str, needle: str, nth: int = 1) -> int:
+    """1-based line of the nth line holding `needle`."""
+    hits = [i for i, line in enumerate(text.splitlines(), start=1) if needle in line]
+    return hits[nth - 1]
+
+
+def test_the_good_config_prepares_without_writing_anything(tmp_path):
+    path = write_config(tmp_path, yaml.safe_load(good_text()))
+    before = set(tmp_path.iterdir())
+    plan = prepare(path)
+    assert [t.name for t in plan.transformations] == ["zero-width-space:100%"]
+    assert len(plan.prompts) == 12 and [j.id for j in plan.judges][1] == "second"
+    assert set(tmp_path.iterdir()) == before
+
+
+# (replace this, with that, the error's field, the text on the error's line, message part)
+CASES = [
+    ("capability_index: 8", "capability_index: -1", "models[0].capability_index", "capability_index", "greater than"),
+    ("parameters_b: 4", "paramters_b: 4", "models[0].paramters_b", "paramters_b", "did you mean parameters_b"),
+    ("  name: toy-medium\n", "", "models[0].name", "- id: toy-medium", "required"),
+    ("  model: toy-medium\n", "  model: toy-medium\n  temperature: 0.7\n", "models[0].temperature",
+     "temperature", "unknown field"),
+    ("  backend: openai\n  model: toy-medium\n", "  backend: vllm\n  model: toy-medium\n", "models[0]",
+     "- id: toy-medium", "base_url needs backend: openai"),
+    ("strength: 100%", "strength: 100 percent", "transformations[0].strength", "strength:", "unknown strength"),
+    ("transform: zero-width-space", "transform: zero-width-spice", "transformations[0].transform",
+     "zero-width-spice", "did you mean zero-width-space"),
+    ("transform: zero-width-space\n  strength: 100%", "transform: zero-width-space", "transformations[0]",
+     "zero-width-space", "add `strength`"),
+    ("strength: 100%", "strength: '@*'", "transformations[0].strength", "strength:", "per word"),
+    ("guards:\n- keyword", "guards:\n- llama-gard-4", "guards[0]", "llama-gard-4", "did you mean llama-guard-4"),
+    ("guards:\n- keyword", "guards:\n- guard: keyword\n  threshold: 0.3", "guards[0].threshold", "threshold",
+     "takes no threshold"),
+    ("guards:\n- keyword", "guards:\n- guard: llama-guard-4\n  backend: openai\n  replicas: 0",
+     "guards[0].replicas", "replicas", "at least 1"),
+    ("guards:\n- keyword", "guards:\n- guard: missing.yaml", "guards[0].guard", "missing.yaml", "no such guard file"),
+    ("- s13", "- s99", "prompts.ids[3]", "s99", "no prompt 's99'"),
+    ("template: behaviour\n", "template: behavior\n", "judge.template", "behavior", "did you mean behaviour"),
+    ("runtime:", "thresholds:\n  evasion: 1.2\nruntime:", "thresholds.evasion", "evasion: 1.2", "less than"),
+    ("runtime:", "generation:\n  greedy: false\nruntime:", "generation.greedy", "greedy", "True"),
+    ("runtime:", "seed: 1\nseed: 2\nruntime:", "seed", "seed: 2", "duplicate key"),
+    ("dataset: sample", "dataset: prompts.csv", "dataset", "dataset:", "no such dataset"),
+    ("name: test", "name: my study", "name", "name: my study", "letters, digits"),
+    ("  api_key_env", "  api_key_env", "", "", ""),  # placeholder, replaced below
+]
+CASES[-1] = ("  model: toy-medium\n", "  model: toy-medium\n  api_key_env: MARGIN_TEST_UNSET_KEY\n",
+             "models[0].api_key_env", "api_key_env", "MARGIN_TEST_UNSET_KEY is not set")
+
+
+@pytest.mark.parametrize("old, new, field, needle, message", CASES, ids=[c[2] or "x" for c in CASES])
+def test_each_mistake_names_its_field_and_line(tmp_path, old, new, field, needle, message):
+    text = good_text()
+    assert old in text, old
+    bad = text.replace(old, new, 1)
+    path = tmp_path / "study.yaml"
+    path.write_text(bad, encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        prepare(path)
+    error = caught.value
+    assert error.path == str(path)
+    assert error.field == field
+    assert error.line == line_of(bad, needle)
+    assert message in error.message
+
+
+def test_yaml_syntax_errors_and_non_mappings_name_the_line(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text("name: x\nguards: [keyword\n", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        prepare(path)
+    assert caught.value.line == 3 and "not valid YAML" in caught.value.message
+    path.write_text("- just a list\n", encoding="utf-8")
+    with pytest.raises(InputError, match="is a mapping"):
+        prepare(path)
+
+
+def test_second_judge_must_differ_from_the_first(tmp_path):
+    config = study_config(URL)
+    config["second_judge"] = dict(config["judge"])
+    with pytest.raises(InputError) as caught:
+        prepare(write_config(tmp_path, config))
+    assert caught.value.field == "second_judge"
+
+
+def test_the_cli_exits_2_and_writes_nothing(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text(good_text().replace("capability_index: 8", "capability_index: high"), encoding="utf-8")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "margin", "study", str(path), "--out", str(out)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "[models[0].capability_index]" in proc.stderr
+    assert f"study.yaml:{line_of(path.read_text(), 'capability_index')}" in proc.stderr
+    assert not out.exists()
+    assert {p.name for p in tmp_path.iterdir()} == {"study.yaml"}
+
+
+def test_resume_needs_a_matching_study_folder(tmp_path):
+    from margin.studies.runner import check_out_dir
+
+    plan = prepare(write_config(tmp_path, study_config(URL)))
+    with pytest.raises(InputError, match="no study.json"):
+        check_out_dir(plan, tmp_path / "none", resume=True)
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "x").write_text("x")
+    with pytest.raises(InputError, match="not empty"):
+        check_out_dir(plan, tmp_path / "used", resume=False)
+    from margin.runfolder import dumps
+
+    manifest = plan.manifest()
+    manifest["seed"] = 7
+    (tmp_path / "used" / "study.json").write_text(dumps(manifest) + "\n")
+    with pytest.raises(InputError, match=r"changed since the study began \(seed\)"):
+        check_out_dir(plan, tmp_path / "used", resume=True)
+    assert Path(tmp_path / "used" / "x").read_text() == "x"
+
+
+def test_the_gpu_cluster_example_is_a_valid_config(xstest_csv, monkeypatch):
+    monkeypatch.setenv("MARGIN_XSTEST", str(xstest_csv))
+    plan = prepare(REPO / "studies" / "gpu-cluster.yaml")
+    assert len(plan.prompts) == 450 and plan.guards[0].id == "llama-guard-4-vllm"
+    assert plan.guards[0].info.family == "llama-guard" and plan.guards[0].info.backend == "openai"
+    assert {m.metadata["creator"] for m in plan.models} == {"Alibaba", "Google", "IBM"}
+    assert [j.id for j in plan.judges] == ["qwen3.5-27b-judge", "gemma-4-31b-judge"]
+    assert len(plan.transformations) > 6  # the listed six and the quick suite's fixed strengths
+
+
+def test_study_modules_do_not_import_heavy_frameworks():
+    code = ("import sys, margin.studies.runner, margin.studies.plan, margin.judges.llm; "
+            "print([m for m in ('torch', 'transformers', 'vllm', 'ray') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.stdout.strip() == "[]"
