@@ -23,6 +23,7 @@ def report(
     threshold sweep for exhaustive runs."""
     from margin.reports.analyses import analyse
     from margin.reports.observations import coverage, from_receipts
+    from margin.reports.protocols import observes_all
     from margin.reports.snapshot import record, snapshot_entry
     from margin.reports.tables import run_tables
     from margin.runfolder import load_run
@@ -33,7 +34,7 @@ def report(
                            {"search": run.search, "seed": run.manifest.get("seed")})
     rec = record(entry, 1)
     observations = from_receipts(receipts, run.results)
-    exhaustive = run.search == "exhaustive" and all(o.complete for o in observations)
+    exhaustive = observes_all(run.search) and all(o.complete for o in observations)
     analyses = analyse(observations, run.budget, exhaustive=exhaustive, families=families())
     covered = coverage(receipts) if receipts else None
     if as_json:

@@ -19,6 +19,8 @@ from margin.reports.snapshot import PROTOCOL as STANDARD_PROTOCOL
 
 ADAPTIVE_PROTOCOL = "margin-adaptive-flip-cost/1"
 ADAPTIVE_SEARCHES = frozenset({"adaptive"})
+#: searches that ask about every candidate of the suite, as per-transform analyses need
+FULL_OBSERVATION_SEARCHES = frozenset({"exhaustive"})
 ADAPTIVE_CAVEAT = (
     "adaptive search: guard-guided edits; each flip cost is an upper bound on the prompt's true "
     "flip cost, so these margins are not comparable with standard-suite margins and are never "
@@ -33,6 +35,11 @@ ADAPTIVE_METHODOLOGY = (
 
 def protocol_for(search: str) -> str:
     return ADAPTIVE_PROTOCOL if search in ADAPTIVE_SEARCHES else STANDARD_PROTOCOL
+
+
+def observes_all(search: str) -> bool:
+    """Whether a run by `search` holds a verdict for every candidate of its suite."""
+    return search in FULL_OBSERVATION_SEARCHES
 
 
 def protocol_of(document: Mapping[str, Any]) -> str:

@@ -22,11 +22,10 @@ from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.effectiveness import effectiveness_record
 from margin.reports.observations import from_receipts
 from margin.reports.pairings import load_pairings, merge_pairings
+from margin.reports.protocols import ADAPTIVE_PROTOCOL, observes_all, protocol_for
 from margin.reports.snapshot import build_snapshot, snapshot_entry
 from margin.runfolder import RunDir, atomic_write_text, dumps, load_run
 from margin.util.hashing import canonical_json, sha256_text
-
-ADAPTIVE = "adaptive"
 
 
 def _prompt_set(run: RunDir) -> str:
@@ -70,7 +69,7 @@ def differences(runs: Sequence[RunDir]) -> list[str]:
 
 def check_publishable(runs: Sequence[RunDir]) -> None:
     for run in runs:
-        if run.search == ADAPTIVE:
+        if protocol_for(run.search) == ADAPTIVE_PROTOCOL:
             raise InputError("an adaptive run's cost is an upper bound, never ranked with standard-suite margins",
                              path=run.path)
     diffs = differences(runs)
@@ -180,7 +179,7 @@ def publish(paths: Sequence[Path], out_dir: Path, *, base_url: str | None = None
         published.leaderboard = snapshot
         published.files += [out_dir / name, out_dir / "guardrails.json"]
         for run in runs:
-            if run.search == "exhaustive":
+            if observes_all(run.search):
                 observations = from_receipts(run.receipts(), run.results)
                 published.effectiveness[run.guard.id] = effectiveness_record(observations, families)
         if plots:

@@ -29,6 +29,7 @@ from margin.runs.folder import check_out_dir
 from margin.runs.outputs import RunOutcome, provenance
 from margin.runs.prepare import PreparedRun, prepare_inputs
 from margin.search.candidates import original_candidate
+from margin.search.make import strategy
 from margin.util.provenance import git_commit, margin_version
 
 DEFAULT_DEFENCES = "none,nfkc,strip-format,skeleton,strip-marks,decode,all"
@@ -64,7 +65,7 @@ def parse_defences(text: str) -> list[Defence]:
 
 def prepare_ablation(config: RunConfig, defences: Iterable[Defence]) -> list[tuple[Defence, PreparedRun]]:
     """Validate everything and build the candidates once; one prepared run per defence."""
-    if config.search == "adaptive":
+    if not strategy(config.search).from_suite:
         raise InputError("an ablation compares defences on the fixed suite; adaptive costs are upper bounds "
                          "that depend on the guard's own answers", field="--search")
     spec = config.guard_spec()
@@ -120,7 +121,7 @@ def run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
         folder = out_dir / defence.label
         outcome = run_one(run, folder)
         receipts = list(read_jsonl(folder / "receipts.jsonl"))
-        exhaustive = run.config.search == "exhaustive"
+        exhaustive = run.strategy.observes_all
         runs.append(DefenceRun(
             defence=defence.label, normalize=defence.normalize, run_dir=defence.label,
             record=outcome.snapshot["data"][0], results=outcome.results,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from margin.engine.book import Backoff, Book, Job, Origin, Outcome
-from margin.search.strategies import CheapestSearch, PromptSearch
+from margin.search.strategies import PromptSearch
 from margin.types import Candidate, GuardCall, SearchResult, Verdict
 from margin.util.hashing import sha256_text
 
@@ -40,18 +40,8 @@ OnFlush = Callable[[], None]
 
 #: The one pool a run's guard calls go to.
 POOL = "guard"
-#: `cheapest` asks for max(1, GROWTH * verdicts so far) candidates at a time: its last round
-#: passes the first flip by at most that share of the calls before it.
-WINDOW_GROWTH = 1 / 16
-MAX_WINDOW = 64
 #: Requests kept waiting for the guard unless the pool says how many it takes at once.
 BACKLOG = 128
-
-
-def window(search: PromptSearch) -> int:
-    if isinstance(search, CheapestSearch):
-        return max(1, min(MAX_WINDOW, int(len(search.verdicts) * WINDOW_GROWTH)))
-    return MAX_WINDOW  # exhaustive needs every candidate; adaptive queues only what it plans
 
 
 def candidate_key(c: Candidate) -> tuple[str, str | None, str | None, int]:
@@ -198,7 +188,7 @@ class Driver:
                 if search.done:
                     self._settle(index, search)
                     continue
-                requests = search.next_requests(window(search))
+                requests = search.next_requests(search.window())
                 if not requests:
                     raise RuntimeError(f"search for {search.prompt.id!r} is waiting but asked for nothing")
                 self.outstanding[index] += len(requests)

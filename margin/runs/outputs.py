@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from margin.reports.plots import CurveSeries, curves_figure, save
-from margin.reports.protocols import mark_protocol
+from margin.reports.protocols import ADAPTIVE_PROTOCOL, mark_protocol, protocol_of
 from margin.reports.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
 from margin.runfolder import (
     atomic_write_text,
@@ -73,7 +73,7 @@ def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:
     """RA curves with bootstrap bands, as PNG and SVG."""
     meta = snapshot["meta"]["provenance"]
     record = snapshot["data"][0]
-    how = ("adaptive search: upper bounds" if meta.get("search") == "adaptive"
+    how = (f"{meta['search']} search: upper bounds" if protocol_of(snapshot) == ADAPTIVE_PROTOCOL
            else f"{meta['suite']['name']} suite")
     title = f"{record['id']} on {meta['dataset']['name']} ({how})"
     save(curves_figure([CurveSeries.from_record(record)], title), stem)

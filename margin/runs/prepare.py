@@ -14,7 +14,6 @@ from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.make import describe_guard
 from margin.guards.spec import GuardSpec
-from margin.reports.protocols import protocol_for
 from margin.runfolder import (
     info_record,
 )
@@ -24,7 +23,7 @@ from margin.runs.shards import select_shard
 from margin.search.adaptive import DEFAULT_MAX_CALLS
 from margin.search.candidates import Ladder, original_candidate
 from margin.search.incumbents import load_incumbents
-from margin.search.make import STRATEGIES, make_search
+from margin.search.make import STRATEGIES, STRATEGY_TABLE, Strategy, make_search, strategy
 from margin.search.strategies import PromptSearch
 from margin.transforms.suites import Suite, load_suite
 from margin.types import Candidate, Flip, GuardInfo, Prompt
@@ -53,7 +52,7 @@ class PreparedRun:
 
     def search(self, prompt: Prompt) -> PromptSearch:
         c = self.config
-        candidates: Ladder | list[Candidate] = [] if c.search == "adaptive" else self.candidates(prompt)  # adaptive makes its own
+        candidates: Ladder | list[Candidate] = self.candidates(prompt) if self.strategy.from_suite else []
         return make_search(c.search, prompt, original_candidate(prompt, c.seed), candidates, c.budget,
                            **self.search_options(prompt))
 
@@ -61,8 +60,12 @@ class PreparedRun:
         """One search per prompt, each made when it is asked for (a driver starts a few at a time)."""
         return (self.search(p) for p in self.prompts)
 
+    @property
+    def strategy(self) -> Strategy:
+        return strategy(self.config.search)
+
     def search_options(self, prompt: Prompt) -> dict[str, Any]:
-        if self.config.search != "adaptive":
+        if not self.strategy.options:
             return {}
         return {"cost_model": self.cost_model, "seed": self.config.seed,
                 "max_calls": self.config.max_calls or DEFAULT_MAX_CALLS,
@@ -88,8 +91,8 @@ class PreparedRun:
 
     def adaptive_manifest(self) -> dict[str, Any]:
         """The protocol always; an adaptive run's call budget and incumbents too."""
-        out: dict[str, Any] = {"protocol": protocol_for(self.config.search)}
-        if self.config.search == "adaptive":
+        out: dict[str, Any] = {"protocol": self.strategy.protocol}
+        if self.strategy.options:
             out["max_calls"] = self.config.max_calls or DEFAULT_MAX_CALLS
             out["incumbents"] = self.config.incumbents
         return out
@@ -139,8 +142,9 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
         raise InputError("must not be negative", field="--driver-cpus")
     if not 0 <= config.max_missing <= 1:
         raise InputError("must be a share between 0 and 1 (or a percentage such as 1%)", field="--max-missing")
-    if config.search != "adaptive" and (config.max_calls is not None or config.incumbents):
-        raise InputError("only --search adaptive takes --max-calls and --incumbents", field="--search")
+    if "max_calls" not in STRATEGY_TABLE[config.search].options and (config.max_calls is not None or config.incumbents):
+        takers = " or ".join(s.name for s in STRATEGY_TABLE.values() if "max_calls" in s.options)
+        raise InputError(f"only --search {takers} takes --max-calls and --incumbents", field="--search")
     if config.max_calls is not None and config.max_calls < 2:
         raise InputError("must be at least 2 (the original and one edit)", field="--max-calls")
     dataset = load_dataset(config.dataset)

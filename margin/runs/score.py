@@ -191,7 +191,7 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
     results = source.run(searches)
     # A result's guard_calls is what the run asked the guard about for that prompt, as recorded.
     keys_by_prompt = {s.prompt.id: [candidate_key(c) for c in (s.original, *s.all_candidates())] for s in searches}
-    if prepared.config.search == "adaptive":
+    if not prepared.strategy.from_suite:
         # Adaptive searches make their candidates as they go: what they asked for is their set.
         for key in sorted(source.asked, key=repr):
             if key[1] is not None:

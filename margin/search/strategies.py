@@ -16,6 +16,11 @@ from dataclasses import replace
 from margin.search.candidates import Candidates, Fixed
 from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
 
+#: `cheapest` asks for max(1, GROWTH * verdicts so far) candidates at a time: its last round
+#: passes the first flip by at most that share of the calls before it.
+WINDOW_GROWTH = 1 / 16
+MAX_WINDOW = 64
+
 
 class PromptSearch(ABC):
     """Shared bookkeeping: the original first, then the candidates in cost order (a list, or
@@ -80,6 +85,11 @@ class PromptSearch(ABC):
     @abstractmethod
     def next_requests(self, limit: int) -> list[Candidate]: ...
 
+    def window(self) -> int:
+        """How many candidates the driver should ask for at a time: as many as it likes, by
+        default (exhaustive needs every candidate; adaptive queues only what it plans)."""
+        return MAX_WINDOW
+
     @property
     @abstractmethod
     def done(self) -> bool: ...
@@ -134,6 +144,9 @@ class CheapestSearch(PromptSearch):
     Exact over the suite: done only once every candidate cheaper than the flip has a
     verdict, so c_i equals what `exhaustive` finds.
     """
+
+    def window(self) -> int:
+        return max(1, min(MAX_WINDOW, int(len(self.verdicts) * WINDOW_GROWTH)))
 
     def next_requests(self, limit: int) -> list[Candidate]:
         if self.original not in self.requested:
