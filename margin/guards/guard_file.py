@@ -78,10 +78,11 @@ def load_guard_file(path_text: str, overrides: dict[str, Any]) -> GuardSpec:
             raise
         first = errors()[0]
         raise fail(first["msg"], ".".join(str(x) for x in first["loc"])) from None
+    from margin.guards.kinds import kind_of
     from margin.guards.spec import PRESETS
     from margin.util.suggest import did_you_mean
 
-    if not (name in ("keyword", "minilm") or name.startswith("python:") or name in PRESETS):
+    if kind_of(name) is None:
         raise fail(f"unknown guard {name!r}{did_you_mean(name, PRESETS)}", "guard")
     try:
         return check(spec)

@@ -295,10 +295,11 @@ def _guard(config: StudyConfig, source: Source, index: int) -> GuardPlan:
 
 
 def check_known(spec: GuardSpec) -> GuardSpec:
-    from margin.guards.spec import BUILTIN, PRESETS
+    from margin.guards.kinds import kind_of
+    from margin.guards.spec import BUILTIN
 
     name = spec.name
-    if not (name in ("keyword", "minilm") or name.startswith("python:") or name in PRESETS):
+    if kind_of(name) is None:
         raise InputError(f"unknown guard {name!r}{did_you_mean(name, BUILTIN)} (see `margin guards list`)",
                          field="--guard")
     return check(spec)
