@@ -1,7 +1,7 @@
 """Adaptive search against the exact optimum: prompts broken, cost, guard calls per success.
 
     python benchmarks/adaptive.py                              # keyword guard, XSTest
-    python benchmarks/adaptive.py --guard python:tests/lexicon_guards.py:SubstringLexiconGuard
+    python benchmarks/adaptive.py --guard python:tests/support/lexicon_guards.py:SubstringLexiconGuard
     python benchmarks/adaptive.py --guard GUARD --standard     # any guard; adds standard vs adaptive margins
     python benchmarks/adaptive.py --no-prior                   # without the probe-word prior
     python benchmarks/adaptive.py --guard minilm --limit 60    # a cheap subset: the first 60 prompts

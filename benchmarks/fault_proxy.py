@@ -11,7 +11,7 @@ and its rerun meet the same faults; every later attempt passes through:
 
     python -m benchmarks.fault_proxy --upstream http://127.0.0.1:8011 --port 8012 --hang-s 20
 
-Used by tests/test_faults.py (short hangs) and benchmarks/faults.py (the full-size mix).
+Used by tests/studies/test_faults.py (short hangs) and benchmarks/faults.py (the full-size mix).
 """
 
 from __future__ import annotations

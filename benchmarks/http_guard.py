@@ -1,7 +1,7 @@
 """A latency-bound HTTP endpoint for benchmark (d): an OpenAI-compatible server on 127.0.0.1
 that answers every chat completion after a fixed delay, in Llama Guard's output format, so
 margin's own OpenAI-compatible guard backend can be measured against it (benchmark (d),
-benchmarks/faults.py and tests/test_faults.py).
+benchmarks/faults.py and tests/studies/test_faults.py).
 """
 
 from __future__ import annotations

@@ -90,11 +90,11 @@ def render(xstest: Path) -> str:
         "their single costs. Swaps and reversals (`neighbour-swap`, `bidi-reorder`, `upside-down`) "
         "are not (`abab` → `baba` is two swaps but distance 2), so their order skips any position "
         "whose edit would lower the distance already reached. Property tests "
-        "(tests/test_transforms_properties.py) check both over arbitrary Unicode.",
+        "(tests/transforms/test_transforms_properties.py) check both over arbitrary Unicode.",
         "",
         "`nfkc_stable` says whether Unicode NFKC leaves the edit in place: `yes` when "
         "NFKC(edited) ≠ NFKC(original) for every sample prompt the transform changes, `no` when NFKC "
-        "undoes every edit. tests/test_transforms_library.py measures it for every transform and "
+        "undoes every edit. tests/transforms/test_transforms_library.py measures it for every transform and "
         "fails if the declared value differs. `visible` says whether the rendered glyphs change.",
         "",
         "Where the data comes from: homoglyphs are TR39 confusables (the confusable-homoglyphs "
