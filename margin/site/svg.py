@@ -3,7 +3,7 @@ and the capability ladder. Pure functions from data to markup; every text is esc
 
 Curves are right-continuous steps: RA(b) = the value at the last breakpoint <= b, so the
 drawn line is flat from each breakpoint to the next and the area under it, over [0, B],
-is B * margin / 100 (the snapshot's own identity; tests/test_site.py measures it on the path).
+is B * margin / 100 (the snapshot's own identity; tests/site/test_site.py measures it on the path).
 """
 
 from __future__ import annotations
