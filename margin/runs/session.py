@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
@@ -22,10 +23,12 @@ from margin.engine.loop import run_pools
 from margin.engine.pool import Pool
 from margin.guards.base import Guard
 from margin.guards.spec import GuardSpec
+from margin.runfolder import ReceiptWriter
 from margin.runs.driver import Driver, OnCall, OnFlush, OnResult, Replay, VerdictStore
 from margin.runs.guard_pool import guard_pool, is_remote, local_pool
+from margin.runs.verdict_cache import VerdictCache
 from margin.search.strategies import PromptSearch
-from margin.types import GuardInfo, SearchResult
+from margin.types import GuardCall, GuardInfo, SearchResult
 
 Engine = Literal["ray", "local"]
 ENGINES: tuple[Engine, ...] = ("ray", "local")
@@ -164,6 +167,33 @@ class GuardSession:
         self.figures.search_s = time.perf_counter() - began
         self._collect(driver)
         return driver
+
+    def search_recorded(self, searches: Iterable[PromptSearch], receipts: Path, run_id: str, *,
+                        cache_path: Path | None, replay: Replay, total: int | None = None,
+                        guard_id: str | None = None, write_results: bool = True,
+                        on_call: OnCall = lambda _: None, on_result: OnResult = lambda _: None) -> Driver:
+        """`search`, the one way runs and studies search: every call written to the receipts
+        file (and each result, unless a killed run already wrote it), the verdict cache at
+        `cache_path` (None: none) open while it runs, both closed however it ends."""
+        writer = ReceiptWriter(receipts, run_id, guard_id or self.info.id)
+        cache = VerdictCache(cache_path, self.info) if cache_path is not None else None
+
+        def record_call(call: GuardCall) -> None:
+            writer.call(call)
+            on_call(call)
+
+        def record_result(result: SearchResult) -> None:
+            if write_results and result.prompt_id not in replay.results:
+                writer.result(result)
+            on_result(result)
+
+        try:
+            return self.search(searches, total=total, cache=cache, replay=replay, on_call=record_call,
+                               on_result=record_result, on_flush=writer.flush)
+        finally:
+            writer.close()
+            if cache is not None:
+                cache.close()
 
     # -- inside ---------------------------------------------------------------------------
 

@@ -9,13 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from margin.engine.pool import Pool
-from margin.runfolder import (
-    ReceiptWriter,
-)
 from margin.runs.folder import check_run_dir, open_run_dir
 from margin.runs.prepare import PreparedRun
 from margin.runs.session import EngineFigures, GuardSession
-from margin.runs.verdict_cache import VerdictCache, default_cache_path
+from margin.runs.verdict_cache import default_cache_path
 from margin.types import GuardCall, SearchResult
 
 
@@ -48,34 +45,13 @@ def search(
     assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"
     info = prepared.info
     check_run_dir(prepared, out_dir, resume)  # before anything starts: a wrong folder fails fast
-    receipts: ReceiptWriter | None = None
-    cache: VerdictCache | None = None
     session = GuardSession(prepared.spec, info, config.call_settings(), guard=prepared.guard, pool=pool,
                            on_batch=on_batch)
-    try:
-        with session:
-            # Only now, with the guard running, is anything written.
-            replay = open_run_dir(prepared, out_dir, resume)
-            receipts = ReceiptWriter(out_dir / "receipts.jsonl", replay.run_id or run_id or secrets.token_hex(8),
-                                     info.id)
-            writer = receipts
-            if config.cache:
-                cache = VerdictCache(config.cache_path or default_cache_path(), info)
-
-            def record_call(call: GuardCall) -> None:
-                writer.call(call)
-                on_call(call)
-
-            def record_result(result: SearchResult) -> None:
-                if result.prompt_id not in replay.results:  # a killed run may have written it
-                    writer.result(result)
-                on_result(result)
-
-            driver = session.search(prepared.searches(), total=len(prepared.prompts), cache=cache, replay=replay,
-                                    on_call=record_call, on_result=record_result, on_flush=writer.flush)
-    finally:
-        if receipts is not None:
-            receipts.close()
-        if cache is not None:
-            cache.close()
+    with session:
+        # Only now, with the guard running, is anything written.
+        replay = open_run_dir(prepared, out_dir, resume)
+        driver = session.search_recorded(
+            prepared.searches(), out_dir / "receipts.jsonl", replay.run_id or run_id or secrets.token_hex(8),
+            cache_path=(config.cache_path or default_cache_path()) if config.cache else None, replay=replay,
+            total=len(prepared.prompts), on_call=on_call, on_result=on_result)
     return Searched(driver.ordered_results(), driver.sent, driver.stats.cache_hits, session.figures)

@@ -14,11 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from margin.runfolder import ReceiptWriter
 from margin.runs.driver import Replay
 from margin.runs.resume import cut_torn_tail, load_replay
 from margin.runs.session import CallSettings, GuardSession
-from margin.runs.verdict_cache import VerdictCache, default_cache_path
+from margin.runs.verdict_cache import default_cache_path
 from margin.search.candidates import original_candidate
 from margin.search.strategies import ExhaustiveSearch
 from margin.studies.plan import GuardPlan, StudyPlan
@@ -58,16 +57,10 @@ def guard_verdicts(plan: StudyPlan, guard: GuardPlan, folder: Path, *, settings:
     if resume:
         cut_torn_tail(receipts_path)
         replay = load_replay(receipts_path)
-    store = VerdictCache(default_cache_path(), guard.info) if cache else None
-    writer = ReceiptWriter(receipts_path, replay.run_id or secrets.token_hex(8), guard.id)
-    try:
-        with GuardSession(guard.spec, guard.info, settings, on_batch=on_batch) as session:
-            driver = session.search(searches, cache=store, replay=replay, on_call=writer.call,
-                                    on_flush=writer.flush)
-    finally:
-        writer.close()
-        if store is not None:
-            store.close()
+    with GuardSession(guard.spec, guard.info, settings, on_batch=on_batch) as session:
+        driver = session.search_recorded(searches, receipts_path, replay.run_id or secrets.token_hex(8),
+                                         cache_path=default_cache_path() if cache else None, replay=replay,
+                                         guard_id=guard.id, write_results=False)
     verdicts: Verdicts = {}
     for search in searches:
         for candidate, verdict in search.verdicts.items():

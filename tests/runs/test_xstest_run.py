@@ -1,4 +1,4 @@
-"""The foundation's acceptance check on the real XSTest file (skipped without ../shared)."""
+"""The foundation's acceptance check on the real XSTest file (skipped without a local copy: see the xstest_csv fixture)."""
 
 from __future__ import annotations
 
