@@ -8,7 +8,8 @@ and no answer comes from memory: copy k of a prompt ends in its copy number ("Ho
 a Python process? (#17)"), the 450-prompt set included. Each size runs
 `margin run`'s library path (`prepare` + `execute`: standard suite, cheapest, cache off,
 receipts and results written) in a process of its own, which reports its peak RSS
-(`getrusage`), the search's guard calls per second and the candidates per second the driver
+(`getrusage`), the search's guard calls per second (of wall time, and of the process's CPU time,
+which compares sizes fairly when the machine's load moves) and the candidates per second the driver
 took through the book and the guard (the search's wall time: candidate building, receipts
 and the guard's own time on the same core with `--engine local` included).
 """
@@ -65,13 +66,16 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
                            search=args.search, cache=False, engine=args.engine, batch_size=args.batch_size)
         prepared = prepare(config)
         total = len(prepared.prompts)
-        seen = {"done": 0, "search_rss_mb": 0.0}
+        seen = {"done": 0, "search_rss_mb": 0.0, "search_cpu_s": 0.0}
 
         def on_result(_: Any) -> None:
             seen["done"] += 1
             if seen["done"] == total:  # the search's peak, before results and snapshot are written
                 seen["search_rss_mb"] = peak_rss_mb()
+                seen["search_cpu_s"] = time.process_time() - cpu_began
 
+        load_before = os.getloadavg()[0]
+        cpu_began = time.process_time()
         began = time.perf_counter()
         outcome = execute(prepared, args.out, on_result=on_result)
         wall = time.perf_counter() - began
@@ -80,6 +84,10 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
     f = outcome.figures
     return {"prompts": total, "guard_calls": outcome.guard_calls, "search_s": f.search_s,
             "calls_per_s": outcome.guard_calls / f.search_s, "guard_compute_s": f.compute_s,
+            # CPU time of this process (driver and, with --engine local, the guard): calls per CPU
+            # second compare sizes fairly on a machine whose load moves between runs
+            "search_cpu_s": seen["search_cpu_s"], "calls_per_cpu_s": outcome.guard_calls / seen["search_cpu_s"],
+            "load_average": [load_before, os.getloadavg()[0]],
             "search_peak_rss_mb": seen["search_rss_mb"], "peak_rss_mb": peak_rss_mb(), "run_s": wall}
 
 
@@ -129,9 +137,10 @@ def main() -> None:
 
 def show(rows: list[dict[str, Any]]) -> None:
     r = rows[-1]
-    base = rows[0]["calls_per_s"]
+    base, base_cpu = rows[0]["calls_per_s"], rows[0]["calls_per_cpu_s"]
     print(f"{r['prompts']:>8,} prompts: {r['guard_calls']:>11,} guard calls, {r['calls_per_s']:>8,.0f} calls/s "
-          f"({r['calls_per_s'] / base:.2f} of the first), peak RSS {r['search_peak_rss_mb']:,.0f} MB in the search, "
+          f"({r['calls_per_s'] / base:.2f} of the first), {r['calls_per_cpu_s']:,.0f} calls per CPU second "
+          f"({r['calls_per_cpu_s'] / base_cpu:.2f}), load {r['load_average'][0]:.1f}-{r['load_average'][1]:.1f}, peak RSS {r['search_peak_rss_mb']:,.0f} MB in the search, "
           f"{r['peak_rss_mb']:,.0f} MB with results and snapshot; run {r['run_s']:.0f} s", flush=True)
 
 
