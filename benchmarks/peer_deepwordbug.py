@@ -15,6 +15,10 @@ Run (in margin's own environment; --textattack-python or $TEXTATTACK_PYTHON name
     TA_CACHE_DIR=$TA_CACHE .venv/bin/python benchmarks/peer_deepwordbug.py \\
         --textattack-python $TA_VENV/bin/python [--limit N] [--json FILE] [--markdown FILE]
 
+DeepWordBug's side does not depend on margin's code: `--deepwordbug-json FILE` reuses it from an
+earlier run's --json (same guard, dataset and seed; its flips are re-checked on the guard) and
+runs only margin's side, with no TextAttack environment needed.
+
 It runs `--search adaptive` on the guard (Ray engine, batches of 256, as
 `benchmarks/adaptive.py`), then serves the guard's p_unsafe on 127.0.0.1 and runs
 `benchmarks/deepwordbug_textattack.py` in TextAttack's environment on the prompts the guard
@@ -76,6 +80,16 @@ def deepwordbug(python: str, url: str, prompts: list[dict[str, str]], seed: int)
     return {row["id"]: row for row in rows}
 
 
+def saved_deepwordbug(path: Path) -> dict[str, dict[str, Any]]:
+    """DeepWordBug's side of an earlier run's --json (its side does not depend on margin's
+    code), in the shape `deepwordbug` returns; its flips are re-checked again."""
+    rows = json.loads(path.read_text("utf-8"))["rows"]
+    if any("dwb_text" not in row for row in rows):
+        raise SystemExit(f"{path} has no DeepWordBug texts (written before --deepwordbug-json existed): run it in full")
+    return {row["id"]: {"status": row["dwb_status"], "text": row["dwb_text"], "queries": row["dwb_queries"],
+                        "guard_calls": row["dwb_guard_calls"]} for row in rows}
+
+
 def compare(results: list[SearchResult], texts: dict[str, str], peer: dict[str, dict[str, Any]], guard: Guard,
             cost: Any) -> list[dict[str, Any]]:
     """One row per prompt the guard judges correctly: DeepWordBug's re-checked flip and margin's."""
@@ -90,7 +104,7 @@ def compare(results: list[SearchResult], texts: dict[str, str], peer: dict[str, 
         broken = verdict is not None and verdict.label != r.label
         rows.append({
             "id": r.prompt_id, "label": r.label,
-            "dwb_status": mine["status"], "dwb_rechecked": broken,
+            "dwb_status": mine["status"], "dwb_rechecked": broken, "dwb_text": mine["text"],
             "dwb_cost": cost(texts[r.prompt_id], mine["text"]) if broken else None,
             "dwb_queries": mine["queries"], "dwb_guard_calls": mine["guard_calls"],
             "margin_cost": r.flip_cost if r.flip is not None else None, "margin_calls": r.guard_calls,
@@ -150,29 +164,40 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, default=None, help="only the dataset's first N prompts")
     parser.add_argument("--json", type=Path, default=None, help="write the summary and per-prompt rows here too")
+    parser.add_argument("--deepwordbug-json", type=Path, default=None,
+                        help="reuse DeepWordBug's side from an earlier run's --json (same guard, dataset, seed) "
+                             "instead of running TextAttack")
     parser.add_argument("--markdown", type=Path, default=None, help="write the per-prompt table here")
     args = parser.parse_args()
-    if not args.textattack_python:
+    if not args.textattack_python and not args.deepwordbug_json:
         parser.error("name TextAttack's python with --textattack-python or $TEXTATTACK_PYTHON (setup: see --help)")
 
+    saved = saved_deepwordbug(args.deepwordbug_json) if args.deepwordbug_json else None  # fail before the run
     started = time.perf_counter()
     prepared, outcome = run(args.guard, args.dataset, "adaptive", args.max_calls, args.seed, True, args.limit)
     margin_s = time.perf_counter() - started
     guard = load_guard(args.guard)
     texts = {p.id: p.text for p in prepared.prompts}
     right = [r for r in outcome.results if r.status == "scored" and r.clean_verdict == r.label]
-    server, url = serve(guard)
-    try:
-        started = time.perf_counter()
-        peer = deepwordbug(args.textattack_python, url,
-                           [{"id": r.prompt_id, "text": texts[r.prompt_id], "label": r.label} for r in right], args.seed)
-        peer_s = time.perf_counter() - started
-    finally:
-        server.shutdown()
+    started = time.perf_counter()
+    if saved is not None:
+        peer = saved
+        missing = [r.prompt_id for r in right if r.prompt_id not in peer]
+        if missing:
+            raise SystemExit(f"{args.deepwordbug_json} has no DeepWordBug row for prompts {missing[:5]}")
+    else:
+        server, url = serve(guard)
+        try:
+            peer = deepwordbug(args.textattack_python, url,
+                               [{"id": r.prompt_id, "text": texts[r.prompt_id], "label": r.label} for r in right],
+                               args.seed)
+        finally:
+            server.shutdown()
+    peer_s = time.perf_counter() - started
     rows = compare(outcome.results, texts, peer, guard, prepared.cost_model.cost)
     report = {"guard": guard.info.id, "dataset": prepared.dataset.name, "prompts": len(prepared.prompts),
               "seed": args.seed, "max_calls": prepared.search_options(prepared.prompts[0])["max_calls"],
-              "margin_wall_s": margin_s, "deepwordbug_wall_s": peer_s, "load_average": os.getloadavg(),
+              "margin_wall_s": margin_s, "deepwordbug_wall_s": None if saved is not None else peer_s, "load_average": os.getloadavg(),
               "unsafe": summary([r for r in rows if r["label"] == "unsafe"]),
               "safe": summary([r for r in rows if r["label"] == "safe"])}
     print(json.dumps(report, indent=2))

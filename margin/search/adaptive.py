@@ -19,10 +19,11 @@ wrong, in the guard's answer's direction:
   and bisecting the group that flips;
 - with scores (guards that report p_unsafe, either direction): first knock out each content
   word alone, all in one round, and rank the words by how far each knock-out moves the
-  guard toward the wrong answer; try other edit kinds (one edit of each of the next visible
-  families) in the top words, each word keeping its strongest edit; then knock out every
-  word that helped and keep the fewest that flip. Put-in candidates carry those knock-outs,
-  and the guard-blind take-out runs only when they found no flip;
+  guard toward the wrong answer; try other edit kinds (one edit of each of four visible
+  kinds, those that change a subword tokenizer's split first) in the top words, each word
+  keeping its strongest edit; then knock out every word that helped and keep the fewest
+  that flip. Put-in candidates carry the two strongest knock-outs, and the guard-blind
+  take-out runs only when they found no flip;
 - flip, then prune: drop edits one at a time while the candidate still flips;
 - seeded with the standard suite's flip for the prompt (the incumbent), it asks for that
   candidate first and prunes its edits, so its cost never exceeds the suite's.
@@ -61,6 +62,15 @@ MORE_GROUPS_AFTER_A_FLIP = 3
 #: minilm's XSTest prompts against DeepWordBug: docs/adaptive.md).
 TOP_WORDS = {"unsafe": 2, "safe": 1}
 VARIANTS_PER_WORD = 4
+#: the kinds tried first, each changing where a subword tokenizer splits the word: a letter put
+#: before it, a space inside it, a letter deleted, a letter replaced (then the registry's order).
+#: On unsafe prompts they edit the word's first letter (docs/adaptive.md).
+VARIANT_KINDS = ("tokenbreak-prefix", "space-in-word", "char-deletion", "char-substitution")
+#: with scores, on a safe prompt whose top word's strongest single edit brings p_unsafe to at
+#: least CLOSE, the same kinds are tried at that word's first letter too, for a one-edit flip.
+CLOSE = 0.4
+#: how many of the strongest helpful knock-outs ride along in every put-in candidate.
+BOOST = 2
 
 
 class AdaptiveSearch(PlannedSearch):
@@ -129,6 +139,8 @@ class AdaptiveSearch(PlannedSearch):
                 continue  # the guard ignores this family: try the next
             helpful = sorted((a for a in atoms if gains[a] > 0), key=lambda a: (-gains[a], atoms.index(a)))
             helpful = yield from self._variants(helpful, gains, base)
+            if self.prompt.label == "safe" and helpful and base + gains[helpful[0]] >= CLOSE:
+                helpful = yield from self._closer(helpful, gains, base, name)
             if self._at_floor():
                 return
             self.helpful = helpful
@@ -141,13 +153,11 @@ class AdaptiveSearch(PlannedSearch):
     def _variants(self, helpful: list[Op], gains: dict[Op, float], base: float) -> Asks:
         """Other one-code-point edits inside the words whose knock-out helped most (one round);
         each word keeps its strongest edit. Returns the helpful edits re-ranked."""
-        spans = word_spans(self.text)
-        visible = [n for n in self.families if self.family_cost.get(n, 1) <= 1 and get_transform(n).visible]
         tried: list[tuple[Op, Op]] = []  # (the word's knock-out, a variant inside the same word)
         for atom in helpful[: TOP_WORDS[self.prompt.label]]:
-            index = next(i for i, (start, end) in enumerate(spans) if start <= atom.start < end)
-            for name in [n for n in visible if n != atom.name][:VARIANTS_PER_WORD]:
-                tried.extend((atom, op) for op in knockout_ops(self.text, name, [index]))
+            for name in self._variant_kinds(atom.name):
+                ops = knockout_ops(self.text, name, [self._word_of(atom)], at_start=self.prompt.label == "unsafe")
+                tried.extend((atom, op) for op in ops)
         if not tried:
             return helpful
         verdicts = yield from self._ask([self._candidate([op]) for _, op in tried])
@@ -158,6 +168,31 @@ class AdaptiveSearch(PlannedSearch):
                 best[atom] = op
         kept = [best[a] for a in helpful]
         return [kept[i] for i in sorted(range(len(kept)), key=lambda i: (-gains[kept[i]], i))]
+
+    def _closer(self, helpful: list[Op], gains: dict[Op, float], base: float, knockout: str) -> Asks:
+        """The top word is one strong edit away from flipping: try the variants' kinds at its
+        first letter too (one round); it keeps its strongest edit. Returns the helpful edits,
+        the top one maybe replaced."""
+        top, index = helpful[0], self._word_of(helpful[0])
+        ops = list(dict.fromkeys(op for name in self._variant_kinds(knockout)
+                                 for op in knockout_ops(self.text, name, [index], at_start=True) if op not in gains))
+        verdicts = yield from self._ask([self._candidate([op]) for op in ops])
+        best = top
+        for op, verdict in zip(ops, verdicts, strict=True):
+            gains[op] = self._toward_flip(verdict) - base
+            if gains[op] > gains[best]:
+                best = op
+        return [best, *helpful[1:]]
+
+    def _variant_kinds(self, knockout: str) -> list[str]:
+        """The kinds tried inside a knock-out's word: VARIANT_KINDS first, then the other
+        visible one-code-point kinds in take-out's order, not the knock-out's own."""
+        visible = [n for n in self.families if self.family_cost.get(n, 1) <= 1 and get_transform(n).visible]
+        kinds = [n for n in VARIANT_KINDS if n in visible] + [n for n in visible if n not in VARIANT_KINDS]
+        return [n for n in kinds if n != knockout][:VARIANTS_PER_WORD]
+
+    def _word_of(self, op: Op) -> int:
+        return next(i for i, (start, end) in enumerate(word_spans(self.text)) if start <= op.start < end)
 
     def _stopword(self, index: int) -> bool:
         start, end = word_spans(self.text)[index]
@@ -289,10 +324,12 @@ class AdaptiveSearch(PlannedSearch):
                     if since_flip >= MORE_GROUPS_AFTER_A_FLIP:
                         break
                     since_flip += 1
-                boost = [a for a in self.helpful if not conflicts([*group, a], self.text)]
+                boost = [a for a in self.helpful if not conflicts([*group, a], self.text)][:BOOST]
                 if (yield from self._test(boost + group)):
                     since_flip = since_flip or 0
-                    kept = yield from self._minimise([], boost + group, self._ceiling())
+                    # With knock-outs riding along, a flip takes several of the items, spread
+                    # out: bisection finds them in fewer calls than galloping from the front.
+                    kept = yield from self._minimise([], boost + group, self._ceiling(), gallop=not self.helpful)
                     if kept is not None:
                         kept = yield from self._prune(kept)
                         if len(kept) == 1:

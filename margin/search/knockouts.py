@@ -47,9 +47,10 @@ def apart(ops: Sequence[Op]) -> bool:
     return True
 
 
-def knockout_ops(text: str, name: str, words: Sequence[int] | None = None) -> list[Op]:
+def knockout_ops(text: str, name: str, words: Sequence[int] | None = None, *, at_start: bool = False) -> list[Op]:
     """One edit of transform `name` inside each word (in `words` order, default all): at the
-    eligible position nearest a third of the way in, which lies inside most words' stems."""
+    eligible position nearest a third of the way in, which lies inside most words' stems
+    (`at_start`: nearest the word's first letter, where a subword tokenizer's split begins)."""
     transform = get_transform(name)
     assert isinstance(transform, EditTransform)
     eligible = transform.eligible(text)
@@ -59,7 +60,7 @@ def knockout_ops(text: str, name: str, words: Sequence[int] | None = None) -> li
         start, end = spans[index]
         inside = [p for p in eligible if transform.in_word(text, p, start, end)]
         if inside:
-            target = start + (end - start + 1) // 3
+            target = start if at_start else start + (end - start + 1) // 3
             ops.append(Op.edit(name, min(inside, key=lambda p: (abs(p - target), p))))
     return ops
 

@@ -183,21 +183,23 @@ class PlannedSearch(PromptSearch):
         best = self.best()
         return best.cost if best is not None else float("inf")
 
-    def _minimise(self, base: list[Op], items: list[Op], ceiling: float = float("inf")) -> Asks:
+    def _minimise(self, base: list[Op], items: list[Op], ceiling: float = float("inf"), *,
+                  gallop: bool = True) -> Asks:
         """A subset M of `items` with base + M flipping, given that base + items flips: find
-        the shortest flipping prefix by galloping (1, 2, 4, ...) then bisection, keep its
-        last item, and recurse on the items before it. None once base + M could not cost
-        less than `ceiling` (the best flip so far): no call is spent on a set that cannot win."""
+        the shortest flipping prefix, keep its last item, and recurse on the items before it.
+        The prefix is found by galloping (1, 2, 4, ... items) then bisection, which is quick
+        when the items that matter come first (a good ranking), or by bisection alone
+        (`gallop=False`), quicker when they may lie anywhere. None once base + M could not
+        cost less than `ceiling` (the best flip so far): no call is spent on a set that cannot win."""
         if base and self._candidate(base).cost >= ceiling - 1e-9:
             return None
         if not items or (base and (yield from self._test(base))):
             return []
         if min(self._candidate([*base, item]).cost for item in items) >= ceiling - 1e-9:
             return None  # base does not flip, and adding any one item already costs too much
-        n = len(items)
-        failing, passing = 0, n  # base + items[:failing] does not flip; base + items[:passing] does
+        failing, passing = 0, len(items)  # base + items[:failing] does not flip; base + items[:passing] does
         k = 1
-        while k < passing:
+        while gallop and k < passing:
             if (yield from self._test(base + items[:k])):
                 passing = k
                 break
@@ -210,7 +212,7 @@ class PlannedSearch(PromptSearch):
             else:
                 failing = mid
         last = items[passing - 1]
-        rest = yield from self._minimise([*base, last], items[: passing - 1], ceiling)
+        rest = yield from self._minimise([*base, last], items[: passing - 1], ceiling, gallop=gallop)
         return None if rest is None else [*rest, last]
 
     def _prune(self, kept: list[Op]) -> Asks:
