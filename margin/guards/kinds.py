@@ -25,6 +25,8 @@ class GuardKind:
     build: Callable[[GuardSpec], Guard]
     #: the guard's identity without loading a model (None: building it is cheap, read `.info`)
     describe: Callable[[GuardSpec], GuardInfo] | None = None
+    #: raises InputError when the name's form is wrong (checked when `--guard` is parsed)
+    check: Callable[[str], object] = lambda _: None
 
 
 def _keyword(spec: GuardSpec) -> Guard:
@@ -61,7 +63,7 @@ def _describe_minilm(spec: GuardSpec) -> GuardInfo:
 
 KINDS = (
     GuardKind("keyword", lambda name: name == "keyword", _keyword),
-    GuardKind("python", lambda name: name.startswith(PYTHON), _python),
+    GuardKind("python", lambda name: name.startswith(PYTHON), _python, check=python_target),
     GuardKind("minilm", lambda name: name == "minilm", _minilm, _describe_minilm),
     GuardKind("preset", lambda name: name in PRESETS,
               lambda spec: build_preset(spec, PRESETS[spec.name], preset_info(spec)), preset_info),

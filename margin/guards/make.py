@@ -11,7 +11,7 @@ from typing import Any
 from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.guard_file import load_guard_file
-from margin.guards.kinds import kind_of, python_target
+from margin.guards.kinds import kind_of
 from margin.guards.spec import BUILTIN, GuardSpec, check, validated_spec
 from margin.types import GuardInfo
 from margin.util.suggest import did_you_mean
@@ -26,8 +26,7 @@ def parse_guard_spec(text: str, **overrides: Any) -> GuardSpec:
         return check(load_guard_file(text, given))
     kind = kind_of(text)
     if kind is not None:
-        if kind.name == "python":
-            python_target(text)  # the form is checked here, the file when the guard is built
+        kind.check(text)  # the name's form here; a python guard's file when it is built
         return check(validated_spec(name=text, **given))
     raise InputError(
         f"unknown guard {text!r}{did_you_mean(text, BUILTIN)} (see `margin guards list`)", field="--guard"
