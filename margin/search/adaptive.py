@@ -89,6 +89,7 @@ class AdaptiveSearch(PlannedSearch):
         ranked = ranked_families(prompt.text)
         self.family_cost = dict(ranked)
         self.families = list(families) if families is not None else [name for name, _ in ranked]
+        self.spans = word_spans(prompt.text)  # (start, end) of each word, which every step reads
         self.order = salience_order(prompt.text, probes=prior)  # word indices, likeliest first
         self.incumbent = self._incumbent_candidate(incumbent)
         self.helpful: list[Op] = []  # single edits that move a scoring guard toward a flip, best first
@@ -192,10 +193,10 @@ class AdaptiveSearch(PlannedSearch):
         return [n for n in kinds if n != knockout][:VARIANTS_PER_WORD]
 
     def _word_of(self, op: Op) -> int:
-        return next(i for i, (start, end) in enumerate(word_spans(self.text)) if start <= op.start < end)
+        return next(i for i, (start, end) in enumerate(self.spans) if start <= op.start < end)
 
     def _stopword(self, index: int) -> bool:
-        start, end = word_spans(self.text)[index]
+        start, end = self.spans[index]
         word = self.text[start:end]
         return word.casefold() in STOPWORDS or len(word) < 3
 
@@ -205,13 +206,11 @@ class AdaptiveSearch(PlannedSearch):
         if len(ops) < 2 or not self._flips(self.incumbent.text if self.incumbent else ""):
             return
         rank = {w: r for r, w in enumerate(self.order)}
-        spans = word_spans(self.text)
-
         def word_of(op: Op) -> int:
-            for index, (start, end) in enumerate(spans):
+            for index, (start, end) in enumerate(self.spans):
                 if start <= op.start < end:
                     return rank[index]
-            return len(spans)
+            return len(self.spans)
 
         ordered = sorted(ops, key=lambda op: (word_of(op), op.start))
         # The incumbent's own text stands for the full set, so minimise without re-asking it.
@@ -281,7 +280,7 @@ class AdaptiveSearch(PlannedSearch):
         transform = get_transform(name)
         assert isinstance(transform, EditTransform)
         eligible = transform.eligible(self.text)
-        for start, end in word_spans(self.text):
+        for start, end in self.spans:
             inside = [op for op in kept if start <= op.start < end]
             if len(inside) < 2:
                 continue

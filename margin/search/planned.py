@@ -9,6 +9,7 @@ it crosses a process boundary: a generator cannot be pickled).
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Generator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -54,8 +55,8 @@ class PlannedSearch(PromptSearch):
         self.plan = self._plan()
         self._advance()
 
-    def _plan(self) -> Asks:
-        raise NotImplementedError
+    @abstractmethod
+    def _plan(self) -> Asks: ...
 
     # -- the PromptSearch protocol -------------------------------------------------------
 
