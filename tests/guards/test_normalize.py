@@ -13,8 +13,8 @@ from margin.runs.config import RunConfig
 from margin.runs.execute import execute
 from margin.runs.prepare import prepare
 from margin.transforms.registry import get_transform
+from tests.support.cli import margin
 from tests.support.guards import HashGuard
-from tests.support.paths import REPO
 
 
 def test_normalisations_known_answers():
@@ -73,18 +73,11 @@ def test_unknown_normalisation_is_refused_before_anything_is_written(tmp_path):
 
 
 def test_cli_normalize(tmp_path, ray_address):  # the default engine: Ray
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = tmp_path / "o"
-    proc = subprocess.run([sys.executable, "-m", "margin", "run", "--guard", "keyword", "--suite", "quick",
-                           "--limit", "4", "--normalize", "strip-format", "--out", str(out)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = margin("run", "--guard", "keyword", "--suite", "quick", "--limit", "4", "--normalize", "strip-format",
+                  "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     snapshot = json.loads((out / "snapshot.json").read_text())
     assert snapshot["data"][0]["evaluation"]["normalize"] == "strip-format"
-    bad = subprocess.run([sys.executable, "-m", "margin", "run", "--guard", "keyword", "--normalize", "nfc",
-                          "--out", str(tmp_path / "bad")], capture_output=True, text=True, env=env, timeout=300)
+    bad = margin("run", "--guard", "keyword", "--normalize", "nfc", "--out", str(tmp_path / "bad"))
     assert bad.returncode == 2 and "--normalize" in bad.stderr and not (tmp_path / "bad").exists()

@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -20,7 +17,7 @@ from margin.runs.execute import execute
 from margin.runs.prepare import prepare
 from margin.transforms.registry import registry
 from margin.types import Flip, SearchResult
-from tests.support.paths import REPO
+from tests.support.cli import margin
 
 FAMILIES = {name: t.info.family for name, t in registry().items()}
 # Distinct prompts, so no two candidates of different prompts share a text.
@@ -189,29 +186,23 @@ def test_publish_refuses_runs_behind_different_defences(inputs, tmp_path):
     assert not (tmp_path / "pub").exists()
 
 
-def margin_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "margin", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
-
-
 @pytest.mark.slow  # two runs and their figures in a subprocess
 def test_cli_ablate_writes_runs_table_and_figures_and_refuses_unknown_defences(inputs, tmp_path):
     dataset, suite = inputs
     out = tmp_path / "ab"
-    proc = margin_cli("ablate", "--guard", "keyword", "--defences", "decode", "--dataset", dataset,
+    proc = margin("ablate", "--guard", "keyword", "--defences", "decode", "--dataset", dataset,
                       "--suite", suite, "--engine", "local", "--no-cache", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "defence ablation: keyword" in proc.stdout and "flip rate per family" in proc.stdout
     assert {p.name for p in out.iterdir()} >= {"none", "decode", "ablation.json", "ablation.png"}
     decoded = json.loads((out / "ablation.json").read_text())["defences"][1]["decoded_calls"]
-    single = margin_cli("run", "--guard", "keyword", "--normalize", "decode", "--dataset", dataset, "--suite", suite,
+    single = margin("run", "--guard", "keyword", "--normalize", "decode", "--dataset", dataset, "--suite", suite,
                         "--search", "exhaustive", "--engine", "local", "--no-cache", "--out", str(tmp_path / "one"))
     assert single.returncode == 0, single.stderr
     assert f"decode: the guard also read {decoded:,} decoded texts" in " ".join(single.stdout.split())
-    bad = margin_cli("ablate", "--guard", "keyword", "--defences", "none,nfkc,skelton", "--out", str(tmp_path / "bad"))
+    bad = margin("ablate", "--guard", "keyword", "--defences", "none,nfkc,skelton", "--out", str(tmp_path / "bad"))
     assert bad.returncode == 2 and not (tmp_path / "bad").exists()
     assert "--defences" in bad.stderr and "did you mean skeleton" in bad.stderr
     assert "known: none, nfkc, strip-format, strip-marks, skeleton, decode, all" in bad.stderr
-    again = margin_cli("ablate", "--guard", "keyword", "--defences", "nfkc", "--out", str(out))
+    again = margin("ablate", "--guard", "keyword", "--defences", "nfkc", "--out", str(out))
     assert again.returncode == 2 and "not empty" in again.stderr
