@@ -46,7 +46,8 @@ def python_target(name: str) -> tuple[str, str]:
 def _python(spec: GuardSpec) -> Guard:
     from margin.guards.python_class import PythonClassGuard
 
-    return PythonClassGuard(*python_target(spec.name))
+    return PythonClassGuard(*python_target(spec.name), weights=spec.weights, revision=spec.revision,
+                            threshold=spec.threshold)
 
 
 def _minilm(spec: GuardSpec) -> Guard:
