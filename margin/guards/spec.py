@@ -132,6 +132,26 @@ BUILTIN: dict[str, GuardEntry] = {
 # The CLI's flag for each spec field a flag sets; guard files and study configs name the field.
 FLAGS = {"guard": "--guard", "backend": "--backend", "model": "--model", "base_url": "--base-url",
          "api_key_env": "--api-key-env", "threshold": "--threshold", "normalize": "--normalize"}
+PYTHON = "python:"
+
+
+def kind_name(name: str) -> str | None:
+    """Which kind of guard a `--guard` name is (`margin.guards.kinds` builds each), or None."""
+    if name.startswith(PYTHON):
+        return "python"
+    if name in ("keyword", "minilm"):
+        return name
+    return "preset" if name in PRESETS else None
+
+
+def python_target(name: str) -> tuple[str, str]:
+    """PATH and ClassName of `python:PATH.py:ClassName`."""
+    path, sep, class_name = name[len(PYTHON):].rpartition(":")
+    if not sep or not path or not class_name:
+        raise InputError("expected python:PATH.py:ClassName", field="--guard")
+    return path, class_name
+
+
 # What each guard without a model checkpoint accepts besides the fields every guard takes.
 NO_CHECKPOINT = {"keyword": set(), "minilm": {"threshold"}, "python": {"threshold", "revision", "weights"}}
 PACKAGE = "package:"
@@ -151,21 +171,20 @@ def spec_from(name: str, fields: dict[str, Any], folder: Path | None = None) -> 
     config's guard entry all come here. Relative `python:` and `weights` paths are taken from
     `folder` (the file's folder; None: the working directory); `model: REPO@REV` pins a revision.
     Errors name the CLI flag (`as_field` gives the file's key)."""
-    from margin.guards.kinds import PYTHON, kind_of, python_target
     from margin.util.suggest import did_you_mean
 
-    kind = kind_of(name)
+    kind = kind_name(name)
     if kind is None:
         raise InputError(f"unknown guard {name!r}{did_you_mean(name, BUILTIN)} (see `margin guards list`)",
                          field="--guard")
-    kind.check(name)  # the name's form here; a python guard's file when it is built
     given = dict(fields)
-    if folder is not None:
-        if name.startswith(PYTHON):
-            file, class_name = python_target(name)
+    if kind == "python":  # the name's form here; its file when the guard is built
+        file, class_name = python_target(name)
+        if folder is not None:
             name = f"{PYTHON}{_beside(folder, file)}:{class_name}"
-        if isinstance(given.get("weights"), str) and not given["weights"].startswith(PACKAGE):
-            given["weights"] = _beside(folder, given["weights"])
+    weights = given.get("weights")
+    if folder is not None and isinstance(weights, str) and not weights.startswith(PACKAGE):
+        given["weights"] = _beside(folder, weights)
     if isinstance(given.get("model"), str) and "@" in given["model"] and given.get("revision") is None:
         given["model"], given["revision"] = given["model"].rsplit("@", 1)
     return check(validated_spec(name=name, **given))
@@ -216,7 +235,7 @@ def validated_spec(**fields: Any) -> GuardSpec:
 def check(spec: GuardSpec) -> GuardSpec:
     """Reject settings a guard cannot use, before anything runs (describe builds no model)."""
     name = spec.name
-    kind = "python" if name.startswith("python:") else name
+    kind = kind_name(name) or name
     if kind in NO_CHECKPOINT:
         allowed = NO_CHECKPOINT[kind]
         for field in ("backend", "model", "base_url", "api_key_env", "threshold", "revision", "weights"):
