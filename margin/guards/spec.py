@@ -228,7 +228,10 @@ def validated_spec(**fields: Any) -> GuardSpec:
         where = ".".join(str(x) for x in error["loc"]) or "guard"
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
-            message = f"unknown field; expected guard, {', '.join(sorted(set(GuardSpec.model_fields) - {'name'}))}"
+            from margin.util.suggest import did_you_mean
+
+            known = sorted(set(GuardSpec.model_fields) - {"name"})
+            message = f"unknown field{did_you_mean(where, known)} (expected guard, {', '.join(known)})"
         raise InputError(message, field=FLAGS.get(where, where)) from None
 
 

@@ -225,3 +225,29 @@ def test_weights_for_a_preset_or_keyword_and_a_class_that_cannot_take_them(detec
     proc = margin_cli("run", "--guard", str(detector / "plain.yaml"), "--out", str(tmp_path / "never"))
     assert proc.returncode == 2 and "G() takes no `weights` argument" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "never").exists()
+
+
+LEXICON = '''
+import json
+
+
+class Lexicon:
+    def __init__(self, weights, threshold=0.5):
+        self.words = json.loads(weights.read_text("utf-8"))["unsafe"]
+        self.threshold = threshold
+
+    def classify(self, texts):
+        return ["unsafe" if any(w in t.lower() for w in self.words) else "safe" for t in texts]
+'''
+
+
+def test_on_ray_the_guard_built_on_each_actor_has_the_declared_identity(tmp_path, ray_address):
+    (tmp_path / "lexicon.py").write_text(LEXICON, encoding="utf-8")
+    (tmp_path / "w.json").write_text('{"unsafe": ["kill", "bomb", "poison"]}', encoding="utf-8")
+    (tmp_path / "g.yaml").write_text(f"guard: python:lexicon.py:Lexicon\nid: lex\nweights: w.json\nrevision: '1'\n"
+                                     f"threshold: 0.7\nscope: {SCOPE}\n", encoding="utf-8")
+    proc = margin_cli("run", "--guard", str(tmp_path / "g.yaml"), "--suite", "quick", "--limit", "6",
+                      "--out", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr  # a guard built otherwise on an actor is refused
+    entry = json.loads((tmp_path / "run" / "snapshot.json").read_text("utf-8"))["data"][0]
+    assert (entry["id"], entry["evaluation"]["scope"], entry["evaluation"]["threshold"]) == ("lex", SCOPE, 0.7)
