@@ -57,6 +57,8 @@ def info_record(info: GuardInfo) -> dict[str, Any]:
     record = dataclasses.asdict(info)
     record["params"] = [list(pair) for pair in info.params]
     record["caveats"] = list(info.caveats)
+    if not info.scope:
+        del record["scope"]  # a guard with no declared scope keeps the record it always had
     return record
 
 

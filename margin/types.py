@@ -160,3 +160,6 @@ class GuardInfo:
     threshold: float | None = None
     params: tuple[tuple[str, str], ...] = ()
     caveats: tuple[str, ...] = ()
+    # What the guard is for (e.g. "prompt-injection detector, not a harm classifier"): shown
+    # with its results so a margin outside that scope is read as such; never in a cache key.
+    scope: str = ""

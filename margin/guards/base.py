@@ -23,10 +23,17 @@ class Guard(ABC):
     #: `texts_per_request` texts each, many in flight, instead of batching `classify`.
     remote: bool = False
     texts_per_request: int = 1
+    #: the identity `info` returns, in every guard margin builds
+    _info: GuardInfo
 
     @property
     @abstractmethod
     def info(self) -> GuardInfo: ...
+
+    def identify(self, info: GuardInfo) -> None:
+        """Take the identity a spec declares on top of the guard's own (its id, scope and
+        caveats): `build_guard` calls it, so `build_guard(s).info == describe_guard(s)`."""
+        self._info = info
 
     @abstractmethod
     def classify(self, texts: Sequence[str]) -> list[Verdict | None]: ...

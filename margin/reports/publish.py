@@ -9,6 +9,7 @@ publish refuses and says what differs.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -75,13 +76,24 @@ def check_publishable(runs: Sequence[RunDir]) -> None:
     diffs = differences(runs)
     if diffs:
         raise InputError("runs are not comparable, refusing to rank them: " + " | ".join(diffs))
-    seen: dict[str, Path] = {}
+    seen: dict[str, RunDir] = {}
     for run in runs:
         gid = run.guard.id
         if gid in seen:
-            raise InputError(f"guard {gid!r} appears in {seen[gid]} and {run.path}; publish one run per guard "
-                             "(merge shards or retries with margin score first)", path=run.path)
-        seen[gid] = run.path
+            raise InputError(same_id(seen[gid], run), path=run.path)
+        seen[gid] = run
+
+
+def same_id(first: RunDir, second: RunDir) -> str:
+    """Why two runs cannot be published under one id, and the remedy that applies."""
+    gid, a, b = first.guard.id, first.guard, second.guard
+    differ = [f.name for f in dataclasses.fields(a) if f.name not in ("id", "caveats", "scope")
+              and getattr(a, f.name) != getattr(b, f.name)]
+    if differ:
+        return (f"two different guards are both named {gid!r} ({', '.join(differ)} differ) in {first.path} and "
+                f"{second.path}; give each its own `id:` in a guard file")
+    return (f"guard {gid!r} appears in {first.path} and {second.path}; publish one run per guard "
+            "(join shards or retries with `margin merge` first)")
 
 
 def run_provenance(run: RunDir) -> dict[str, Any]:

@@ -66,6 +66,7 @@ def guard_evaluation(guard: GuardInfo) -> dict[str, Any]:
         "threshold": guard.threshold,
         "params": dict(guard.params),
         "caveats": list(guard.caveats),
+        **({"scope": guard.scope} if guard.scope else {}),
     }
 
 

@@ -61,6 +61,11 @@ def margins_table(record: Mapping[str, Any], title: str = "") -> Table:
     scored, missing = cov.get("scored", {}), cov.get("missing", {})
     table.add_row("prompts scored (unsafe / safe)", f"{scored.get('unsafe', 0)} / {scored.get('safe', 0)}")
     table.add_row("prompts missing (unsafe / safe)", f"{missing.get('unsafe', 0)} / {missing.get('safe', 0)}")
+    evaluation = record.get("evaluation", {})
+    if evaluation.get("scope"):
+        table.add_row("scope", escape(str(evaluation["scope"])))
+    for caveat in evaluation.get("caveats", []):
+        table.add_row("caveat", escape(str(caveat)))
     return table
 
 

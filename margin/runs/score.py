@@ -89,6 +89,7 @@ def _comparable_guard(manifest: dict[str, Any]) -> Any:
     guard = dict(manifest.get("guard") or {})
     guard.pop("template", None)  # descriptive only; identity is template_sha256
     guard.pop("caveats", None)
+    guard.pop("scope", None)  # descriptive too: changes no verdict
     return guard
 
 

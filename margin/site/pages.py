@@ -126,7 +126,7 @@ class GuardView(_Optional):
 
 def provenance_items(evaluation: Mapping[str, Any]) -> list[tuple[str, str]]:
     keys = [k for k in FIRST_FIELDS if k in evaluation]
-    keys += [k for k in evaluation if k not in keys and k not in ("caveats", "template")]
+    keys += [k for k in evaluation if k not in keys and k not in ("caveats", "template", "scope")]
     return [(k.replace("_", " "), plain(evaluation[k])) for k in keys]
 
 

@@ -8,28 +8,25 @@ have the same one.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from pydantic import ValidationError
 
 from margin.cost import CostModel
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.make import describe_guard
-from margin.guards.spec import GuardSpec, check
+from margin.guards.spec import GuardSpec, as_field, spec_from
 from margin.judges.llm import LLMJudge
 from margin.judges.template import builtin_templates, load_template
 from margin.reports.pairings import Thresholds
+from margin.runfolder import info_record
 from margin.studies.config import (
     JudgeConfig,
     Loc,
     Source,
     StudyConfig,
     check_env,
-    pydantic_error,
     read_config,
 )
 from margin.studies.models import ModelSpec, identity_key, model_identity
@@ -67,9 +64,7 @@ class GuardPlan:
 
     def record(self) -> dict[str, Any]:
         """The guard as the pairings' meta.guards lists it."""
-        info = dataclasses.asdict(self.info)
-        info["params"] = [list(p) for p in self.info.params]
-        info["caveats"] = list(self.info.caveats)
+        info = info_record(self.info)
         return {"id": self.id, "name": self.name, "creator": self.creator, **{k: v for k, v in info.items() if k != "id"}}
 
 
@@ -253,10 +248,6 @@ def _transformations(config: StudyConfig, source: Source) -> tuple[Transformatio
     return tuple(found.values())
 
 
-GUARD_FLAGS = {"--backend": "backend", "--base-url": "base_url", "--api-key-env": "api_key_env",
-               "--threshold": "threshold", "--model": "model", "--guard": "guard"}
-
-
 def _guard(config: StudyConfig, source: Source, index: int) -> GuardPlan:
     entry = config.guards[index]
     loc: Loc = ("guards", index)
@@ -270,39 +261,15 @@ def _guard(config: StudyConfig, source: Source, index: int) -> GuardPlan:
             raise source.error(f"no such guard file: {path}", (*loc, "guard"))
         spec = load_guard_file(str(path), fields)
     else:
-        if name.startswith("python:"):
-            file, sep, cls = name[len("python:"):].rpartition(":")
-            if not sep or not file or not cls:
-                raise source.error("expected python:PATH.py:ClassName", (*loc, "guard"))
-            name = f"python:{_relative(source, file)}:{cls}"
-        if isinstance(fields.get("model"), str) and "@" in fields["model"] and "revision" not in fields:
-            fields["model"], fields["revision"] = fields["model"].rsplit("@", 1)
         try:
-            spec = GuardSpec(name=name, **fields)
-        except ValidationError as exc:
-            raise pydantic_error(exc, source, loc) from None
-        try:
-            spec = check_known(spec)
+            spec = spec_from(name, fields, source.folder)
         except InputError as exc:
-            key = GUARD_FLAGS.get(exc.field or "--guard", exc.field or "guard")
-            message = exc.message
-            for flag, name in GUARD_FLAGS.items():
-                message = message.replace(flag, name)
-            raise source.error(message, (*loc, key) if (*loc, key) in source.lines else loc) from None
+            message, key = as_field(exc)
+            where = (*loc, *key.split("."))
+            raise source.error(message, where if where in source.lines else loc) from None
     check_env(spec.api_key_env, source, (*loc, "api_key_env"))
     info = describe_guard(spec)
     return GuardPlan(spec, info, entry.name or info.id, entry.creator)
-
-
-def check_known(spec: GuardSpec) -> GuardSpec:
-    from margin.guards.kinds import kind_of
-    from margin.guards.spec import BUILTIN
-
-    name = spec.name
-    if kind_of(name) is None:
-        raise InputError(f"unknown guard {name!r}{did_you_mean(name, BUILTIN)} (see `margin guards list`)",
-                         field="--guard")
-    return check(spec)
 
 
 def _protected(config: StudyConfig, source: Source, index: int) -> ModelPlan:

@@ -30,7 +30,10 @@ def test_specs_pickle_and_overrides_change_identity():
     assert pickle.loads(pickle.dumps(spec)) == spec
     base = describe_guard(spec)
     moved = describe_guard(parse_guard_spec("llama-guard-4", threshold=0.3))
-    assert moved.id.startswith("llama-guard-4~") and moved.threshold == 0.3
+    assert moved.id == "llama-guard-4@t0.3" and moved.threshold == 0.3  # the threshold, readable
+    tuned = describe_guard(parse_guard_spec("llama-guard-4", threshold=0.3, backend="openai",
+                                            base_url="http://127.0.0.1:9/v1"))
+    assert tuned.id.startswith("llama-guard-4@t0.3~")  # other settings: a digest
     runtime = describe_guard(GuardSpec(name="llama-guard-4", replicas=4, num_gpus=1.0,
                                        backend_options={"device": "cuda:1"}))
     assert runtime == base  # runtime fields never enter identity

@@ -55,6 +55,10 @@ CASES = [
     ("guards:\n- keyword", "guards:\n- llama-gard-4", "guards[0]", "llama-gard-4", "did you mean llama-guard-4"),
     ("guards:\n- keyword", "guards:\n- guard: keyword\n  threshold: 0.3", "guards[0].threshold", "threshold",
      "takes no threshold"),
+    ("guards:\n- keyword", "guards:\n- guard: minilm\n  threshhold: 0.3", "guards[0].threshhold", "threshhold",
+     "did you mean threshold"),
+    ("guards:\n- keyword", "guards:\n- guard: python:g.py:G\n  weights: none.json", "guards[0].weights",
+     "weights", "no such weights file"),
     ("guards:\n- keyword", "guards:\n- guard: llama-guard-4\n  backend: openai\n  replicas: 0",
      "guards[0].replicas", "replicas", "at least 1"),
     ("guards:\n- keyword", "guards:\n- guard: missing.yaml", "guards[0].guard", "missing.yaml", "no such guard file"),
@@ -137,6 +141,22 @@ def test_resume_needs_a_matching_study_folder(tmp_path):
     with pytest.raises(InputError, match=r"changed since the study began \(seed\)"):
         check_out_dir(plan, tmp_path / "used", resume=True)
     assert Path(tmp_path / "used" / "x").read_text() == "x"
+
+
+def test_study_guards_take_the_guard_file_keys_through_the_same_parser(tmp_path):
+    """Relative python: and weights paths from the config's folder; a threshold tags the id;
+    scope and caveats reach the guard's identity."""
+    (tmp_path / "g.py").write_text("class G:\n    def __init__(self, weights):\n        self.w = weights.read_text()\n"
+                                   "    def classify(self, texts):\n        return ['safe'] * len(texts)\n")
+    (tmp_path / "w.json").write_text("{}")
+    guards = [{"guard": "python:g.py:G", "weights": "w.json", "revision": "2", "scope": "attack detector"},
+              {"guard": "minilm", "threshold": 0.6, "caveats": "a caveat"}]
+    config = {**yaml.safe_load(good_text()), "guards": guards}
+    plan = prepare(write_config(tmp_path, config))
+    mine, minilm = (g.info for g in plan.guards)
+    assert (mine.id, mine.scope, mine.revision.split("+")[0]) == ("python:g.py:G", "attack detector", "2")
+    assert dict(mine.params)["weights"] == "w.json" and len(dict(mine.params)["weights_sha256"]) == 64
+    assert minilm.id == "minilm@t0.6" and minilm.caveats[-1] == "a caveat"
 
 
 def test_the_gpu_cluster_example_is_a_valid_config(xstest_csv, monkeypatch):
