@@ -43,3 +43,27 @@ def test_load_snapshots_is_one_frame_with_intervals_and_protocol_columns(tmp_pat
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(InputError, match="not a margin snapshot"):
         margin.load_snapshots(tmp_path / "bad.json")
+
+
+def test_run_and_study_work_under_a_running_asyncio_loop_with_the_cache_on(tmp_path):
+    """A notebook's cell runs inside an asyncio loop: the engine then runs in a thread of its
+    own, while the caches were opened in the caller's thread."""
+    import asyncio
+
+    from tests.support.study import study_config, toy_server, write_config
+
+    async def in_a_notebook():
+        first = margin.run("keyword", dataset="sample", suite="quick", engine="local", out=tmp_path / "kw")
+        again = margin.run("keyword", dataset="sample", suite="quick", engine="local", out=tmp_path / "again")
+        with toy_server() as url:
+            config = write_config(tmp_path, study_config(url))
+            studied = margin.study(config, engine="local", out=tmp_path / "study")
+            studied_again = margin.study(config, engine="local", out=tmp_path / "study-again")
+        return first, again, studied, studied_again
+
+    first, again, studied, studied_again = asyncio.run(in_a_notebook())
+    assert again.results == first.results
+    cached = [json.loads(line)["cached"] for line in (tmp_path / "again" / "receipts.jsonl").read_text().splitlines()
+              if '"kind": "call"' in line]
+    assert cached and all(cached)  # the second run was answered from the verdict cache
+    assert studied_again.pairings["data"] == studied.pairings["data"] and studied_again.calls.sent == 0
