@@ -4,6 +4,7 @@
 
     outcome = margin.run("keyword", dataset="sample", suite="quick", out="runs/kw")
     run = margin.load_run("runs/kw")            # results and receipts as polars frames
+    lines = pl.read_ndjson("runs/kw/receipts.jsonl", schema=margin.receipts_schema())
     table = margin.load_snapshots("runs/*/snapshot.json")
     study = margin.study("studies/local.yaml", out="runs/study-local", engine="local")
 
@@ -81,10 +82,31 @@ class LoadedRun:
         """One row per call attempt (receipts.jsonl's call lines), read when asked for."""
         import polars as pl
 
-        from margin.runfolder import read_jsonl
+        lines = pl.read_ndjson(self.path / "receipts.jsonl", schema=receipts_schema())
+        return lines.filter(pl.col("kind") == "call").select(CALL_COLUMNS)
 
-        rows = [r for r in read_jsonl(self.path / "receipts.jsonl") if r.get("kind") == "call"]
-        return pl.DataFrame(rows, infer_schema_length=None)
+
+#: receipts.jsonl's columns: a call line's (`margin.runfolder.call_record`), then the fields
+#: only a result line has (`result_record`, less `tags`, whose keys are each dataset's own).
+CALL_COLUMNS = ("kind", "run_id", "guard_id", "prompt_id", "transform", "strength", "seed", "cost", "text_sha256",
+                "verdict", "p_unsafe", "raw", "latency_s", "attempt", "cached", "error")
+
+
+def receipts_schema() -> dict[str, Any]:
+    """receipts.jsonl's columns and types for polars: `pl.read_ndjson(path, schema=...)` (or
+    `scan_ndjson`) reads every line, call and result alike, one row each. Without it polars
+    guesses types from the first 100 lines and fails where a column is null that far (a
+    flip, a p_unsafe)."""
+    import polars as pl
+
+    text, number = pl.String, pl.Float64
+    flip = pl.Struct({"transform": text, "strength": text, "seed": pl.Int64, "cost": number, "verdict": text,
+                      "text": text})
+    return {"kind": text, "run_id": text, "guard_id": text, "prompt_id": text, "transform": text, "strength": text,
+            "seed": pl.Int64, "cost": number, "text_sha256": text, "verdict": text, "p_unsafe": number, "raw": text,
+            "latency_s": number, "attempt": pl.Int64, "cached": pl.Boolean, "error": text,
+            "label": text, "type": text, "status": text, "clean_verdict": text, "flip_cost": number,
+            "capped": pl.Boolean, "flip": flip, "guard_calls": pl.Int64}
 
 
 def load_run(path: str | Path) -> LoadedRun:

@@ -67,3 +67,29 @@ def test_run_and_study_work_under_a_running_asyncio_loop_with_the_cache_on(tmp_p
               if '"kind": "call"' in line]
     assert cached and all(cached)  # the second run was answered from the verdict cache
     assert studied_again.pairings["data"] == studied.pairings["data"] and studied_again.calls.sent == 0
+
+
+def test_polars_reads_a_real_runs_receipts_with_margins_schema(tmp_path):
+    """receipts.jsonl mixes call and result lines, and columns stay null for hundreds of lines
+    (a flip, an error): polars' guess from the first 100 lines fails on it; the schema does not."""
+    import polars as pl
+
+    from margin.runfolder import read_jsonl
+    from tests.support.guards import FlakyGuard, ProbabilityGuard
+
+    guard = FlakyGuard(ProbabilityGuard(), fail_every=7)
+    margin.run(guard, dataset="sample", suite="standard", engine="local", cache=False, retry_wait_s=0.0,
+               out=tmp_path / "p")
+    path = tmp_path / "p" / "receipts.jsonl"
+    lines = list(read_jsonl(path))
+    schema = margin.receipts_schema()
+    assert all(set(line) <= set(schema) for line in lines)  # every field has a column and a type
+    frame = pl.read_ndjson(path, schema=schema)
+    assert frame.to_dicts() == [{name: line.get(name) for name in schema} for line in lines]
+    kinds = frame["kind"].value_counts()
+    assert dict(zip(kinds["kind"], kinds["count"], strict=True)).keys() == {"call", "result"}
+    assert frame["flip"].drop_nulls().len() > 0 and frame["error"].drop_nulls().len() > 0
+    assert frame["p_unsafe"].drop_nulls().len() > 0
+    calls = margin.load_run(tmp_path / "p").receipts()
+    assert calls.height == sum(line["kind"] == "call" for line in lines) and set(calls["kind"]) == {"call"}
+    assert "flip" not in calls.columns and calls["cached"].dtype == pl.Boolean
