@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,8 +132,9 @@ def load_run(path: str | Path) -> LoadedRun:
 
 def load_snapshots(paths: str | Path | list[str | Path]) -> pl.DataFrame:
     """One row per guard per snapshot, from snapshot files (`margin run`'s or `margin publish`'s):
-    its figures with their 95% intervals, and the protocol columns that say which rows may be
-    compared (protocol, dataset and suite with SHA-256s, budget, cost norm, search, defence).
+    its figures with their 95% intervals, the protocol columns that say which rows may be
+    compared (protocol, dataset and suite with SHA-256s, budget, cost norm, search, defence),
+    and `name`, unique across the rows (the guard's id, with its run where several share it).
     `paths`: a glob, a path, or a list of them."""
     import polars as pl
 
@@ -147,7 +149,27 @@ def load_snapshots(paths: str | Path | list[str | Path]) -> pl.DataFrame:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"not a margin snapshot ({type(exc).__name__}: {exc})", path=file) from None
         rows += [_snapshot_row(str(file), meta, record) for record in records]
+    for row, name in zip(rows, _names(rows), strict=True):
+        row["name"] = name
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _names(rows: list[dict[str, Any]]) -> list[str]:
+    """A name per row for tables and plots: the guard's id, or where several rows share it (two
+    runs of one guard) the id with its run folder's name (a published file's stem), then a count."""
+    def source(file: str) -> str:
+        path = Path(file)
+        return path.parent.name if path.name == "snapshot.json" else path.stem
+
+    shared = Counter(str(row["guard"]) for row in rows)
+    names = [str(row["guard"]) if shared[str(row["guard"])] == 1 else f"{row['guard']} ({source(row['snapshot'])})"
+             for row in rows]
+    seen: Counter[str] = Counter()
+    out = []
+    for name in names:
+        seen[name] += 1
+        out.append(name if names.count(name) == 1 else f"{name} #{seen[name]}")
+    return out
 
 
 def _expand(paths: str | Path | list[str | Path]) -> list[str]:

@@ -93,3 +93,17 @@ def test_polars_reads_a_real_runs_receipts_with_margins_schema(tmp_path):
     calls = margin.load_run(tmp_path / "p").receipts()
     assert calls.height == sum(line["kind"] == "call" for line in lines) and set(calls["kind"]) == {"call"}
     assert "flip" not in calls.columns and calls["cached"].dtype == pl.Boolean
+
+
+def test_load_snapshots_names_two_runs_of_one_guard_apart(tmp_path):
+    for name in ("kw", "kw-again"):
+        margin.run(HashGuard(0.3), dataset="sample", suite="quick", engine="local", cache=False, out=tmp_path / name)
+    margin.run(HashGuard(0.3, salt="other"), dataset="sample", suite="quick", engine="local", cache=False,
+               out=tmp_path / "other")
+    table = margin.load_snapshots(str(tmp_path / "*" / "snapshot.json"))
+    ids = dict(zip(table["snapshot"].map_elements(lambda p: p.split("/")[-2], return_dtype=str), table["guard"],
+                   strict=True))
+    assert ids["kw"] == ids["kw-again"] != ids["other"]
+    names = dict(zip(table["snapshot"].map_elements(lambda p: p.split("/")[-2], return_dtype=str), table["name"],
+                     strict=True))
+    assert names == {"kw": f"{ids['kw']} (kw)", "kw-again": f"{ids['kw']} (kw-again)", "other": ids["other"]}
