@@ -4,7 +4,7 @@
     python benchmarks/adaptive.py --guard python:tests/support/lexicon_guards.py:SubstringLexiconGuard
     python benchmarks/adaptive.py --guard GUARD --standard     # any guard; adds standard vs adaptive margins
     python benchmarks/adaptive.py --no-prior                   # without the probe-word prior
-    python benchmarks/adaptive.py --guard minilm --limit 60    # a cheap subset: the first 60 prompts
+    python benchmarks/adaptive.py --guard minilm --limit 60    # a cheap subset: a stratified sample of 60
 
 For a guard with `triggers(text)` (a lexicon guard) the exact optimum of every unsafe prompt
 it catches is known (`margin.search.optimum`), and for the `keyword` guard that of every
@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--no-prior", action="store_true", help="rank words without the probe-word prior")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here too")
     parser.add_argument("--limit", type=int, default=None,
-                        help="only the dataset's first N prompts (costs keep the whole corpus's units)")
+                        help="a stratified sample of N prompts, as margin run --limit (costs keep the whole corpus's units)")
     args = parser.parse_args()
 
     prepared, outcome = run(args.guard, args.dataset, "adaptive", args.max_calls, args.seed, not args.no_prior,

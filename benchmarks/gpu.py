@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     parser.add_argument("--suite", default="standard")
     parser.add_argument("--search", default="cheapest")
-    parser.add_argument("--limit", type=int, help="only the first N prompts")
+    parser.add_argument("--limit", type=int, help="a stratified sample of N prompts, as margin run --limit")
     parser.add_argument("--batch-size", type=int, default=1024, help="texts per guard call")
     parser.add_argument("--peak-tflops", type=float, default=H100_BF16_DENSE_TFLOPS,
                         help="the card's dense bf16 peak (H100 and H200 SXM: 989)")

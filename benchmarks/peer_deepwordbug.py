@@ -162,7 +162,7 @@ def main() -> None:
                         help="the python of TextAttack's environment (default: $TEXTATTACK_PYTHON)")
     parser.add_argument("--max-calls", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--limit", type=int, default=None, help="only the dataset's first N prompts")
+    parser.add_argument("--limit", type=int, default=None, help="a stratified sample of N prompts, as margin run --limit")
     parser.add_argument("--json", type=Path, default=None, help="write the summary and per-prompt rows here too")
     parser.add_argument("--deepwordbug-json", type=Path, default=None,
                         help="reuse DeepWordBug's side from an earlier run's --json (same guard, dataset, seed) "

@@ -4,6 +4,7 @@
 
     outcome = margin.run("keyword", dataset="sample", suite="quick", out="runs/kw")
     run = margin.load_run("runs/kw")            # results and receipts as polars frames
+    lines = pl.read_ndjson("runs/kw/receipts.jsonl", schema=margin.receipts_schema())
     table = margin.load_snapshots("runs/*/snapshot.json")
     study = margin.study("studies/local.yaml", out="runs/study-local", engine="local")
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -81,10 +83,31 @@ class LoadedRun:
         """One row per call attempt (receipts.jsonl's call lines), read when asked for."""
         import polars as pl
 
-        from margin.runfolder import read_jsonl
+        lines = pl.read_ndjson(self.path / "receipts.jsonl", schema=receipts_schema())
+        return lines.filter(pl.col("kind") == "call").select(CALL_COLUMNS)
 
-        rows = [r for r in read_jsonl(self.path / "receipts.jsonl") if r.get("kind") == "call"]
-        return pl.DataFrame(rows, infer_schema_length=None)
+
+#: receipts.jsonl's columns: a call line's (`margin.runfolder.call_record`), then the fields
+#: only a result line has (`result_record`, less `tags`, whose keys are each dataset's own).
+CALL_COLUMNS = ("kind", "run_id", "guard_id", "prompt_id", "transform", "strength", "seed", "cost", "text_sha256",
+                "verdict", "p_unsafe", "raw", "latency_s", "attempt", "cached", "error")
+
+
+def receipts_schema() -> dict[str, Any]:
+    """receipts.jsonl's columns and types for polars: `pl.read_ndjson(path, schema=...)` (or
+    `scan_ndjson`) reads every line, call and result alike, one row each. Without it polars
+    guesses types from the first 100 lines and fails where a column is null that far (a
+    flip, a p_unsafe)."""
+    import polars as pl
+
+    text, number = pl.String, pl.Float64
+    flip = pl.Struct({"transform": text, "strength": text, "seed": pl.Int64, "cost": number, "verdict": text,
+                      "text": text})
+    return {"kind": text, "run_id": text, "guard_id": text, "prompt_id": text, "transform": text, "strength": text,
+            "seed": pl.Int64, "cost": number, "text_sha256": text, "verdict": text, "p_unsafe": number, "raw": text,
+            "latency_s": number, "attempt": pl.Int64, "cached": pl.Boolean, "error": text,
+            "label": text, "type": text, "status": text, "clean_verdict": text, "flip_cost": number,
+            "capped": pl.Boolean, "flip": flip, "guard_calls": pl.Int64}
 
 
 def load_run(path: str | Path) -> LoadedRun:
@@ -109,8 +132,9 @@ def load_run(path: str | Path) -> LoadedRun:
 
 def load_snapshots(paths: str | Path | list[str | Path]) -> pl.DataFrame:
     """One row per guard per snapshot, from snapshot files (`margin run`'s or `margin publish`'s):
-    its figures with their 95% intervals, and the protocol columns that say which rows may be
-    compared (protocol, dataset and suite with SHA-256s, budget, cost norm, search, defence).
+    its figures with their 95% intervals, the protocol columns that say which rows may be
+    compared (protocol, dataset and suite with SHA-256s, budget, cost norm, search, defence),
+    and `name`, unique across the rows (the guard's id, with its run where several share it).
     `paths`: a glob, a path, or a list of them."""
     import polars as pl
 
@@ -125,7 +149,27 @@ def load_snapshots(paths: str | Path | list[str | Path]) -> pl.DataFrame:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"not a margin snapshot ({type(exc).__name__}: {exc})", path=file) from None
         rows += [_snapshot_row(str(file), meta, record) for record in records]
+    for row, name in zip(rows, _names(rows), strict=True):
+        row["name"] = name
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _names(rows: list[dict[str, Any]]) -> list[str]:
+    """A name per row for tables and plots: the guard's id, or where several rows share it (two
+    runs of one guard) the id with its run folder's name (a published file's stem), then a count."""
+    def source(file: str) -> str:
+        path = Path(file)
+        return path.parent.name if path.name == "snapshot.json" else path.stem
+
+    shared = Counter(str(row["guard"]) for row in rows)
+    names = [str(row["guard"]) if shared[str(row["guard"])] == 1 else f"{row['guard']} ({source(row['snapshot'])})"
+             for row in rows]
+    seen: Counter[str] = Counter()
+    out = []
+    for name in names:
+        seen[name] += 1
+        out.append(name if names.count(name) == 1 else f"{name} #{seen[name]}")
+    return out
 
 
 def _expand(paths: str | Path | list[str | Path]) -> list[str]:

@@ -83,14 +83,19 @@ def _format_of(path: Path) -> str:
 
 
 def xstest_path() -> Path:
-    """The pinned XSTest file: $MARGIN_XSTEST, else the cache, else a checksum-verified download."""
+    """The pinned XSTest file: $MARGIN_XSTEST (checksum-verified and copied into the cache, so
+    a later `score` or `merge` finds it without the variable), else the cache, else a
+    checksum-verified download."""
+    cached = cache_dir() / "xstest" / f"{XSTEST_SHA256}.csv"
     if env := os.environ.get(XSTEST_ENV):
         path = Path(env)
         if not path.is_file():
             raise InputError(f"{XSTEST_ENV} points at a missing file", path=path)
-        _verify(path.read_bytes(), path)
+        data = path.read_bytes()
+        _verify(data, path)
+        if not cached.is_file():
+            _store(cached, data)
         return path
-    cached = cache_dir() / "xstest" / f"{XSTEST_SHA256}.csv"
     if cached.is_file():
         _verify(cached.read_bytes(), cached)
         return cached
@@ -103,11 +108,16 @@ def xstest_path() -> Path:
             f"--dataset PATH/xstest_prompts.csv or set {XSTEST_ENV}=PATH"
         ) from None
     _verify(data, XSTEST_URL)
+    _store(cached, data)
+    return cached
+
+
+def _store(cached: Path, data: bytes) -> None:
+    """Write the verified bytes into the cache, whole or not at all (a unique temp file, renamed)."""
     cached.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(".tmp")
+    tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, cached)
-    return cached
 
 
 def _verify(data: bytes, where: str | Path) -> None:

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
+import secrets
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -30,7 +30,7 @@ def atomic_file(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     """A temp file in `path`'s folder, fsynced and renamed over `path` when the block ends
     (removed if it fails): readers see the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = _create_temp(path)
     text = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
     try:
         with os.fdopen(fd, mode, **text) as handle:  # type: ignore[call-overload]
@@ -41,6 +41,17 @@ def atomic_file(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new file beside `path` with the mode an ordinary file gets (0666 less the umask:
+    0644 as a rule); mkstemp's 0600 would hide run folders from the other users of a machine."""
+    while True:
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -120,3 +120,26 @@ def test_xstest_offline_without_cache_says_how_to_pass_a_path(monkeypatch, tmp_p
     with pytest.raises(InputError) as info:
         load_dataset("xstest")
     assert "--dataset PATH" in str(info.value) and "MARGIN_XSTEST" in str(info.value)
+
+
+def test_xstest_from_env_is_cached_so_score_and_merge_find_it_without_the_variable(xstest_csv, monkeypatch, tmp_path):
+    import margin
+    import margin.datasets as datasets
+    from margin.runs.merge import merge_runs
+    from margin.runs.score import rescore
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MARGIN_CACHE_DIR", str(cache))
+    tampered = write(tmp_path, "x.csv", xstest_csv.read_bytes() + b"999,new,x,safe,,\n")
+    monkeypatch.setenv("MARGIN_XSTEST", str(tampered))
+    with pytest.raises(InputError, match="not the pinned XSTest"):
+        load_dataset("xstest")
+    assert not (cache / "xstest").exists()  # a file that fails the checksum is never cached
+    monkeypatch.setenv("MARGIN_XSTEST", str(xstest_csv))
+    outcome = margin.run("keyword", dataset="xstest", suite="quick", limit=12, engine="local", cache=False,
+                         out=tmp_path / "kw")
+    assert (cache / "xstest" / f"{XSTEST_SHA256}.csv").read_bytes() == xstest_csv.read_bytes()
+    monkeypatch.delenv("MARGIN_XSTEST")
+    monkeypatch.setattr(datasets, "XSTEST_URL", "http://127.0.0.1:9/xstest_prompts.csv")  # no download
+    assert rescore([tmp_path / "kw"]).results == outcome.results
+    assert merge_runs([tmp_path / "kw"], tmp_path / "merged").results == outcome.results

@@ -13,7 +13,8 @@ Dataset = Annotated[str, typer.Option(help="sample | xstest | PATH (.csv, .jsonl
 Suite = Annotated[str, typer.Option(help="standard | quick | PATH to a suite YAML")]
 Budget = Annotated[float, typer.Option(help="largest tested cost B")]
 Seed = Annotated[int, typer.Option(help="seed for every transform")]
-Limit = Annotated[int | None, typer.Option(help="only the first N prompts (costs keep the dataset's unit)")]
+Limit = Annotated[int | None, typer.Option(help="a stratified sample of N prompts: both labels in the dataset's proportions, "
+                                                     "drawn with --seed (costs keep the dataset's unit)")]
 CostNorm = Annotated[str, typer.Option(help="corpus | prompt")]
 BatchSize = Annotated[int, typer.Option(help="texts per guard call (in-process guards)")]
 Backend = Annotated[str | None, typer.Option(help="transformers | vllm | openai (the preset's default)")]

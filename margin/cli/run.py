@@ -82,6 +82,10 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
 
     prepared = prepare(config)
     assert prepared.info is not None
+    if prepared.limit_sample:
+        from margin.runs.subset import describe
+
+        console.print(describe(prepared.limit_sample, len(prepared.dataset.prompts)), markup=False, highlight=False)
     out_dir = resume or out or default_out_dir(prepared.info.id)
     outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
     print_summary(outcome)

@@ -22,7 +22,7 @@ def score(
     cost_norm: Annotated[str | None, typer.Option(help="corpus | prompt (default: run.json's, else corpus)")] = None,
     seed: Annotated[int | None, typer.Option(help="transform seed (default: run.json's, else 0)")] = None,
     search: Annotated[str | None, typer.Option(help="cheapest | exhaustive (default: run.json's)")] = None,
-    limit: Annotated[int | None, typer.Option(help="only the first N prompts (default: run.json's)")] = None,
+    limit: Annotated[int | None, typer.Option(help="a stratified sample of N prompts, as run --limit (default: run.json's)")] = None,
     guard_id: Annotated[str | None, typer.Option(help="guard id for verdicts made elsewhere")] = None,
     flips: Annotated[int, typer.Option(help="cheapest flips to list")] = 10,
 ) -> None:

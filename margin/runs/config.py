@@ -10,6 +10,7 @@ from margin.cost import CostNorm
 from margin.guards.make import parse_guard_spec
 from margin.guards.spec import GuardSpec
 from margin.runs.session import CallSettings, Engine
+from margin.runs.subset import LimitMethod
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,8 @@ class RunConfig:
     budget: float = 100.0
     search: str = "cheapest"
     seed: int = 0
-    limit: int | None = None
+    limit: int | None = None  # a stratified sample of this many prompts (margin.runs.subset)
+    limit_method: LimitMethod = "stratified"  # "first": how runs made before the sample chose
     cost_norm: CostNorm = "corpus"
     batch_size: int = 64
     # Call limits; None: the guard file's `backend_options`, else the engine's defaults

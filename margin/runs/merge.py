@@ -20,6 +20,7 @@ from margin.runfolder import atomic_file, atomic_write_text, dumps, read_jsonl, 
 from margin.runs.folder import claim_out_dir
 from margin.runs.outputs import write_outputs
 from margin.runs.resume import check_manifest
+from margin.runs.subset import limit_prompts, method_of
 from margin.types import MarginReport, Prompt, SearchResult
 
 
@@ -76,7 +77,7 @@ def merge_runs(dirs: list[Path], out_dir: Path, dataset: str | None = None) -> M
     if loaded.sha256 != base["dataset"]["sha256"]:
         raise InputError(f"the dataset's SHA-256 is {loaded.sha256}, the runs used {base['dataset']['sha256']}",
                          path=loaded.source, field="--dataset")
-    prompts = loaded.prompts[: base["limit"]] if base["limit"] else loaded.prompts
+    prompts = limit_prompts(loaded.prompts, base["limit"], int(base.get("seed", 0)), method_of(base))
     results, absent, replaced = join_results(dirs, prompts)
     claim_out_dir(out_dir)
     atomic_write_text(out_dir / "run.json", dumps(base) + "\n")

@@ -20,6 +20,7 @@ from margin.runfolder import (
 from margin.runs.config import RunConfig
 from margin.runs.session import ENGINES
 from margin.runs.shards import select_shard
+from margin.runs.subset import METHODS, limit_prompts, limit_record
 from margin.search.adaptive import DEFAULT_MAX_CALLS
 from margin.search.candidates import Ladder, original_candidate
 from margin.search.incumbents import load_incumbents
@@ -40,6 +41,7 @@ class PreparedRun:
     info: GuardInfo | None = None
     guard: Guard | None = None  # an instance a library user passed in: used instead of the spec
     incumbents: dict[str, Flip] = field(default_factory=dict)
+    limit_sample: dict[str, Any] = field(default_factory=dict)  # run.json's account of --limit's sample
 
     def candidates(self, prompt: Prompt) -> Ladder:
         """The prompt's candidates, built as far as they are read."""
@@ -85,6 +87,7 @@ class PreparedRun:
             "search": self.config.search,
             "seed": self.config.seed,
             "limit": self.config.limit,
+            **self.limit_sample,
             "shard": list(self.config.shard) if self.config.shard else None,
             **self.adaptive_manifest(),
         }
@@ -130,6 +133,9 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
                          field="--cost-norm")
     if config.limit is not None and config.limit < 1:
         raise InputError("must be at least 1", field="--limit")
+    if config.limit_method not in METHODS:
+        raise InputError(f"unknown limit method {config.limit_method!r}; expected {' or '.join(METHODS)}",
+                         field="limit_method")
     if config.engine not in ENGINES:
         raise InputError(f"unknown engine {config.engine!r}; expected ray or local", field="--engine")
     if config.drivers < 1:
@@ -151,6 +157,6 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
     suite = load_suite(config.suite)
     # The corpus norm uses every prompt of the dataset, so --limit and shards keep the same units.
     cost_model = CostModel.for_corpus(dataset.texts, config.cost_norm)
-    prompts = dataset.prompts[: config.limit] if config.limit else dataset.prompts
-    prompts = select_shard(prompts, config.shard)
-    return PreparedRun(config, dataset, suite, cost_model, prompts)
+    limited = limit_prompts(dataset.prompts, config.limit, config.seed, config.limit_method)
+    sample = limit_record(limited, config.limit, config.limit_method) if len(limited) < len(dataset.prompts) else {}
+    return PreparedRun(config, dataset, suite, cost_model, select_shard(limited, config.shard), limit_sample=sample)

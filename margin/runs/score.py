@@ -36,11 +36,12 @@ from margin.runs.recorded import (
     read_verdicts,
     unmatched,
 )
+from margin.runs.subset import method_of
 from margin.search.make import STRATEGIES
 from margin.types import Candidate, GuardInfo, Prompt, SearchResult
 
 #: run.json fields that must agree when several run folders are scored together.
-MUST_AGREE = ("dataset.sha256", "suite.sha256", "budget", "cost_norm", "seed", "limit", "guard")
+MUST_AGREE = ("dataset.sha256", "suite.sha256", "budget", "cost_norm", "seed", "limit", "limit_sample", "guard")
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ def config_for(manifest: dict[str, Any] | None, options: ScoreOptions, guard_id:
         search=search,
         seed=options.seed if options.seed is not None else int(m.get("seed", 0)),
         limit=options.limit if options.limit is not None else m.get("limit"),
+        limit_method=method_of(m) if options.limit in (None, m.get("limit")) else "stratified",
         cost_norm=options.cost_norm or m.get("cost_norm", "corpus"),  # type: ignore[arg-type]  # prepare checks it
     )
 
@@ -237,6 +239,7 @@ def write_rescore(rescored: Rescored, out_dir: Path, extra_files: dict[str, str]
             "budget": prepared.config.budget, "cost_norm": prepared.config.cost_norm,
             "corpus_mean_length": prepared.cost_model.corpus_mean_length,
             "search": prepared.config.search, "seed": prepared.config.seed, "limit": prepared.config.limit,
+            **prepared.limit_sample,
         })
     atomic_write_text(out_dir / "run.json", dumps(manifest) + "\n")
     written = [out_dir / n for n in ("results.jsonl", "snapshot.json", "curves.png", "curves.svg", "run.json")]

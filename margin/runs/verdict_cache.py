@@ -20,7 +20,7 @@ from typing import Any
 from margin.datasets import cache_dir
 from margin.types import GuardInfo, Verdict
 from margin.util.hashing import canonical_json, sha256_text
-from margin.util.sqlitefile import open_shared, rows_for_keys
+from margin.util.sqlitefile import SharedFile, rows_for_keys
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS verdicts (
@@ -66,7 +66,7 @@ class VerdictCache:
     def __init__(self, path: Path, info: GuardInfo) -> None:
         self.path = path
         self.guard = guard_key(info)
-        self._db = open_shared(path, SCHEMA)
+        self._file = SharedFile(path, SCHEMA)
 
     def get(self, text: str) -> Verdict | None:
         return self.get_many([text]).get(text)
@@ -74,18 +74,18 @@ class VerdictCache:
     def get_many(self, texts: list[str]) -> dict[str, Verdict]:
         """The verdicts held for any of `texts`, by text (one query per few hundred)."""
         by_key = {verdict_key(self.guard, text): text for text in texts}
-        rows = rows_for_keys(self._db, "SELECT key, label, p_unsafe, raw FROM verdicts WHERE key IN", list(by_key))
+        rows = rows_for_keys(self._file.db, "SELECT key, label, p_unsafe, raw FROM verdicts WHERE key IN", list(by_key))
         return {by_key[key]: Verdict(label, p_unsafe=p_unsafe, raw=raw) for key, label, p_unsafe, raw in rows}
 
     def put_many(self, items: Iterable[tuple[str, Verdict]]) -> None:
         rows = [(verdict_key(self.guard, text), self.guard, v.label, v.p_unsafe, v.raw) for text, v in items]
         if rows:
-            with self._db:
-                self._db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", rows)
+            with self._file.db:
+                self._file.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", rows)
 
     def __len__(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
+        return int(self._file.db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
 
     def close(self) -> None:
-        self._db.close()
+        self._file.close()
 

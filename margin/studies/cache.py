@@ -13,7 +13,7 @@ from pathlib import Path
 
 from margin.datasets import cache_dir
 from margin.studies.models import Reply
-from margin.util.sqlitefile import open_shared, rows_for_keys
+from margin.util.sqlitefile import SharedFile, rows_for_keys
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS replies (
@@ -31,23 +31,23 @@ def default_cache_path() -> Path:
 class ReplyCache:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._db = open_shared(path, SCHEMA)
+        self._file = SharedFile(path, SCHEMA)
 
     def get(self, key: str) -> Reply | None:
         return self.get_many([key]).get(key)
 
     def get_many(self, keys: list[str]) -> dict[str, Reply]:
-        rows = rows_for_keys(self._db, "SELECT key, text, truncated FROM replies WHERE key IN", keys)
+        rows = rows_for_keys(self._file.db, "SELECT key, text, truncated FROM replies WHERE key IN", keys)
         return {key: Reply(text, bool(truncated)) for key, text, truncated in rows}
 
     def put_many(self, items: Iterable[tuple[str, Reply]]) -> None:
         rows = [(key, reply.text, int(reply.truncated)) for key, reply in items]
         if rows:
-            with self._db:
-                self._db.executemany("INSERT OR REPLACE INTO replies VALUES (?, ?, ?)", rows)
+            with self._file.db:
+                self._file.db.executemany("INSERT OR REPLACE INTO replies VALUES (?, ?, ?)", rows)
 
     def __len__(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
+        return int(self._file.db.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
 
     def close(self) -> None:
-        self._db.close()
+        self._file.close()

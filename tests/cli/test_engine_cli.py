@@ -145,7 +145,7 @@ def test_a_run_past_max_missing_fails_and_shows_its_lost_coverage(tmp_path, ray_
     guard.write_text(
         "class Picky:\n"
         "    def classify(self, texts):\n"
-        "        if any('kill' in t for t in texts):\n"
+        "        if any('hack' in t for t in texts):\n"
         "            raise TimeoutError('upstream timed out')\n"
         "        return ['safe' for _ in texts]\n"
     )
