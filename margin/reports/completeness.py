@@ -134,8 +134,8 @@ def pair_meets(coverage: Mapping[str, Any] | None, min_coverage: float) -> bool:
 def pair_describe(coverage: Mapping[str, Any]) -> str:
     """One line: `responses 0/384 (0.0%), ... obtained; first error: ...`."""
     asked, missing = coverage.get("asked") or {}, coverage.get("missing") or {}
-    parts = [f"{k.replace('_', ' ')} {asked[k] - missing.get(k, 0)}/{asked[k]} ({100 * share:.1f}%)"
-             for k, share in pair_shares(coverage).items()]
+    parts = [f"{k.replace('_', ' ')} {asked[k] - missing[k]}/{asked[k]} ({100 * share:.1f}%)"
+             for k, share in pair_shares(coverage).items() if missing.get(k)]  # only what is short
     text = ", ".join(parts) + " obtained"
     if coverage.get("reason"):
         text += f"; first error: {coverage['reason']}"
