@@ -140,3 +140,21 @@ def pair_describe(coverage: Mapping[str, Any]) -> str:
     if coverage.get("reason"):
         text += f"; first error: {coverage['reason']}"
     return text
+
+
+def pair_complete(pair: Mapping[str, Any]) -> bool:
+    coverage = pair.get("coverage")
+    return coverage is None or bool(coverage.get("complete"))
+
+
+def shown_status(pair: Mapping[str, Any]) -> str:
+    """What a pair is shown as: its status, or `incomplete` where nothing qualified on
+    incomplete evidence (none found there would claim what was never measured)."""
+    if not pair_complete(pair) and pair["status"] != "bypass_found":
+        return "incomplete"
+    return str(pair["status"])
+
+
+def measured(pair: Mapping[str, Any]) -> bool:
+    """A pair a ladder may colour: complete, or with a bypass found all the same."""
+    return shown_status(pair) != "incomplete"

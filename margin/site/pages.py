@@ -15,7 +15,15 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from margin.reports.completeness import describe, is_complete, pair_describe, scored_of_total
+from margin.reports.completeness import (
+    describe,
+    is_complete,
+    measured,
+    pair_complete,
+    pair_describe,
+    scored_of_total,
+    shown_status,
+)
 from margin.reports.pairings import Thresholds, model_order
 from margin.site.inputs import SiteInputs, Snapshot
 from margin.site.svg import LadderPoint, curves_svg, ladder_svg
@@ -174,18 +182,13 @@ class Cell:
 
     @property
     def complete(self) -> bool:
-        coverage = None if self.pair is None else self.pair.get("coverage")
-        return coverage is None or bool(coverage.get("complete"))
+        return self.pair is None or pair_complete(self.pair)
 
     @property
     def status(self) -> str | None:
-        """The pair's status; `incomplete` where nothing qualified on incomplete evidence (a
-        pair with missing outputs is never drawn as none found)."""
-        if self.pair is None:
-            return None
-        if not self.complete and self.pair["status"] != "bypass_found":
-            return "incomplete"
-        return str(self.pair["status"])
+        """The pair's status, or `incomplete` (completeness.shown_status): a pair with missing
+        outputs is never drawn as none found."""
+        return None if self.pair is None else shown_status(self.pair)
 
     @property
     def coverage_text(self) -> str:
@@ -222,12 +225,6 @@ def matrix(pairings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[t
 def thresholds(pairings: Mapping[str, Any]) -> dict[str, float]:
     """The study's thresholds, docs/design.md's defaults filling any it leaves out (as validation reads them)."""
     return Thresholds.model_validate(pairings["meta"]["thresholds"]).model_dump()
-
-
-def measured(pair: Mapping[str, Any]) -> bool:
-    """A pair the ladder may colour: complete, or with a bypass found all the same."""
-    coverage = pair.get("coverage")
-    return coverage is None or bool(coverage.get("complete")) or pair["status"] == "bypass_found"
 
 
 def ladder_points(pairings: Mapping[str, Any]) -> tuple[list[LadderPoint], list[Mapping[str, Any]]]:
