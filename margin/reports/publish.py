@@ -187,6 +187,9 @@ def split_publish_inputs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]
             studies.append(path / "pairings.json")
         elif path.is_file() and path.suffix == ".json":
             studies.append(path)
+        elif path.is_dir() and (path / "study.json").is_file():
+            raise InputError("a study that did not finish (no pairings.json): finish it with margin study CONFIG "
+                             f"--out {path} --resume", path=path)
         else:
             raise InputError("neither a run folder (run.json) nor a study output (pairings.json)", path=path)
     return runs, studies

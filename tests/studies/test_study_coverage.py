@@ -14,7 +14,7 @@ import pytest
 
 from margin.studies.health import Health, ModelUnavailable
 from margin.studies.plan import prepare
-from margin.studies.runner import run_study
+from margin.studies.runner import CoverageError, check_coverage, run_study
 from tests.support.cli import margin
 from tests.support.openai_server import FakeOpenAI
 from tests.support.study import study_config, toy_module, toy_server, write_config
@@ -47,6 +47,8 @@ def test_a_study_whose_model_endpoint_is_down_stops_naming_the_model_and_its_fir
     assert re.search(r"its first error: .*Connect", line)
     assert f"--out {out} --resume" in line
     assert not (out / "pairings.json").exists()  # no pairs drawn from nothing
+    refused = margin("publish", str(out), "--out", str(tmp_path / "published"))
+    assert refused.returncode == 2 and "did not finish" in refused.stderr and f"--out {out} --resume" in refused.stderr
     calls = [json.loads(x) for x in (out / "calls.jsonl").read_text("utf-8").splitlines()]
     assert calls and all(c["output"] is None for c in calls)
 
@@ -90,7 +92,9 @@ def incomplete_study(tmp_path_factory) -> Path:
                        fault=lambda text, attempt: "500" if "\u200b" in text else None)
     with model, toy_server() as judge_url:
         plan = prepare(write_config(tmp, study_config(model.base_url, judge_url=judge_url)))
-        run_study(plan, tmp / "out", engine="local", cache=False)
+        outcome = run_study(plan, tmp / "out", engine="local", cache=False)
+    with pytest.raises(CoverageError, match=r"first errors: model toy-medium: .*500"):
+        check_coverage(outcome, plan.config.runtime.max_missing)  # margin study exits 1 saying so
     return tmp / "out"
 
 
