@@ -127,3 +127,18 @@ def test_the_site_refuses_a_snapshot_that_ranks_what_its_minimum_excludes(runs, 
     snapshot["data"][0]["coverage"]["complete"] = True  # says complete with a prompt missing
     with pytest.raises(InputError, match="complete disagrees"):
         validate_snapshot(snapshot, "edited")
+
+
+def test_a_merge_missing_a_shard_is_marked_and_says_no_verdict_was_recorded(tmp_path):
+    shard, merged = tmp_path / "shard", tmp_path / "merged"
+    done = margin("run", "--guard", "keyword", "--suite", "quick", "--shard", "1/2", "--engine", "local",
+                  "--no-cache", "--out", str(shard))
+    assert done.returncode == 0, done.stderr
+    done = margin("merge", str(shard), "--out", str(merged), "--max-missing", "100%")
+    assert done.returncode == 0, done.stderr
+    coverage = snapshot_record(merged)["coverage"]
+    assert coverage["complete"] is False and sum(coverage["missing"].values()) > 0
+    assert coverage["reason"].endswith(": no verdict recorded")  # in no merged folder: no receipt at all
+    printed = " ".join(done.stdout.split())  # the console wraps long lines
+    assert "INCOMPLETE: unsafe 12/24 (50.0%), safe 12/24 (50.0%) scored, 24 missing" in printed
+    assert coverage["reason"] in printed
