@@ -267,7 +267,9 @@ def ablation_margins_table(record: Mapping[str, Any]) -> Table:
             f = d["figures"][figure]
             cells += [with_ci(f["value"], f["interval"]), "" if d["change"] is None else change_cell(d["change"][figure])]
         calls = f"{d['guard_calls']:,}" + (f" (+{d['decoded_calls']:,})" if d["decoded_calls"] else "")
-        table.add_row(d["defence"], *cells, calls)
+        coverage = d.get("coverage") or {}
+        name = d["defence"] + ("" if is_complete(coverage) else f" (incomplete: {scored_of_total(coverage)})")
+        table.add_row(escape(name), *cells, calls)
     return table
 
 

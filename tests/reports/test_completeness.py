@@ -113,6 +113,7 @@ def test_allow_incomplete_publishes_it_unranked_and_the_site_marks_it(runs, tmp_
     assert '<td class="rank">—</td>' in row[:row.index("</tr>")]
     assert "incomplete: unsafe 0/24, safe 0/24 scored, unranked" in row
     assert 'id="incomplete-note"' in html
+    assert "0.0% of each class&#39;s prompts" in (site / "methodology.html").read_text("utf-8")
 
 
 def test_the_site_refuses_a_snapshot_that_ranks_what_its_minimum_excludes(runs, tmp_path):
@@ -142,3 +143,28 @@ def test_a_merge_missing_a_shard_is_marked_and_says_no_verdict_was_recorded(tmp_
     printed = " ".join(done.stdout.split())  # the console wraps long lines
     assert "INCOMPLETE: unsafe 12/24 (50.0%), safe 12/24 (50.0%) scored, 24 missing" in printed
     assert coverage["reason"] in printed
+
+
+def test_load_snapshots_says_which_rows_are_incomplete(runs):
+    import margin
+
+    table = margin.load_snapshots([str(runs[name] / "snapshot.json") for name in ("lost", "full", "dead")])
+    assert table.select("guard", "rank", "complete").rows() == [("hash", None, False), ("hash-invalid", 1, True),
+                                                                ("hash-dead", None, False)]
+
+
+def test_an_ablation_row_on_incomplete_evidence_is_marked():
+    from rich.console import Console
+
+    from margin.reports.tables import ABLATION_COLUMNS, ablation_margins_table
+
+    def row(name, missing):
+        coverage = {"scored": {"unsafe": 24, "safe": 24 - missing}, "missing": {"unsafe": 0, "safe": missing},
+                    "total": {"unsafe": 24, "safe": 24}}
+        return {"defence": name, "figures": {f: {"value": 1.0, "interval": [0.5, 1.5]} for f, _ in ABLATION_COLUMNS},
+                "change": None, "guard_calls": 10, "decoded_calls": 0, "coverage": coverage}
+
+    console = Console(width=400, record=True)
+    console.print(ablation_margins_table({"meta": {"guard": "g"}, "defences": [row("none", 0), row("nfkc", 2)]}))
+    text = console.export_text()
+    assert "nfkc (incomplete: unsafe 24/24, safe 22/24)" in text and "none (incomplete" not in text
