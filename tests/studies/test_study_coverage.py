@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -35,22 +36,41 @@ def closed_port_url() -> str:
 
 
 def test_a_study_whose_model_endpoint_is_down_stops_naming_the_model_and_its_first_error(tmp_path):
+    model_url = closed_port_url()
     with toy_server() as judge_url:
-        config = study_config(closed_port_url(), judge_url=judge_url)
-        path = write_config(tmp_path, config)
+        path = write_config(tmp_path, study_config(model_url, judge_url=judge_url))
         out = tmp_path / "out"
         done = margin("study", str(path), "--out", str(out), "--engine", "local", "--no-cache")
-    assert done.returncode != 0
-    assert "Traceback" not in done.stderr
-    line = done.stderr.strip().splitlines()[-1]
-    assert "model toy-medium answered none of its first 8 requests" in line
-    assert re.search(r"its first error: .*Connect", line)
-    assert f"--out {out} --resume" in line
-    assert not (out / "pairings.json").exists()  # no pairs drawn from nothing
-    refused = margin("publish", str(out), "--out", str(tmp_path / "published"))
-    assert refused.returncode == 2 and "did not finish" in refused.stderr and f"--out {out} --resume" in refused.stderr
-    calls = [json.loads(x) for x in (out / "calls.jsonl").read_text("utf-8").splitlines()]
-    assert calls and all(c["output"] is None for c in calls)
+        assert done.returncode != 0
+        assert "Traceback" not in done.stderr
+        line = done.stderr.strip().splitlines()[-1]
+        assert "model toy-medium answered none of its first 8 requests" in line
+        assert re.search(r"its first error: .*Connect", line)
+        assert f"--out {out} --resume" in line
+        assert not (out / "pairings.json").exists()  # no pairs drawn from nothing
+        calls = [json.loads(x) for x in (out / "calls.jsonl").read_text("utf-8").splitlines()]
+        assert calls and all(c["output"] is None for c in calls)
+        refused = margin("publish", str(out), "--out", str(tmp_path / "published"))
+        assert refused.returncode == 2 and "did not finish" in refused.stderr
+        assert f"--out {out} --resume" in refused.stderr
+        # The folder the stop left behind is one --resume finishes, once the model answers.
+        resumed = resume_once_the_model_answers(model_url, path, out)
+    assert resumed.returncode == 0, resumed.stderr
+    pairings = json.loads((out / "pairings.json").read_text("utf-8"))
+    assert pairings["data"][0]["coverage"]["complete"] is True
+
+
+def resume_once_the_model_answers(model_url: str, config: Path, out: Path):
+    """Serve the toy models at `model_url` (the port the stopped study found closed), resume."""
+    port = int(model_url.rsplit(":", 1)[1].split("/")[0])
+    server = toy_module().make_server("127.0.0.1", port)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        return margin("study", str(config), "--out", str(out), "--engine", "local", "--no-cache", "--resume")
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_study_whose_guard_gives_no_verdict_stops_naming_the_guard(tmp_path):
