@@ -29,6 +29,7 @@ class Health:
     missing: dict[str, int] = field(default_factory=dict)
     first_error: dict[str, str] = field(default_factory=dict)
     sealed: set[str] = field(default_factory=set)  # pools that will be asked nothing new
+    names: dict[str, str] = field(default_factory=dict)  # pool -> how a message names it
 
     def ask(self, pool: str) -> None:
         self.asked[pool] = self.asked.get(pool, 0) + 1
@@ -50,5 +51,6 @@ class Health:
         enough = min(self.first, self.asked.get(pool, 0)) if pool in self.sealed else self.first
         if not self.answered.get(pool) and lost >= enough:
             raise ModelUnavailable(
-                f"model {pool} answered none of its first {lost} requests (every attempt failed); "
+                f"{self.names.get(pool, f'model {pool}')} answered none of its first {lost} requests "
+                "(every attempt failed); "
                 f"its first error: {self.first_error.get(pool, 'no output')}")

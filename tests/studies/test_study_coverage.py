@@ -73,6 +73,15 @@ def resume_once_the_model_answers(model_url: str, config: Path, out: Path):
         server.server_close()
 
 
+def test_a_study_whose_judge_is_down_stops_naming_the_judge_and_its_endpoint(tmp_path):
+    judge_url = closed_port_url()
+    with toy_server() as url:
+        plan = prepare(write_config(tmp_path, study_config(url, judge_url=judge_url)))
+        with pytest.raises(ModelUnavailable, match=rf"judge \S+ \(model toy-judge at {judge_url}\) answered none "
+                                                   r"of its first 8 requests.*Connect.*--resume"):
+            run_study(plan, tmp_path / "out", engine="local", cache=False)
+
+
 def test_a_study_whose_guard_gives_no_verdict_stops_naming_the_guard(tmp_path):
     (tmp_path / "down.py").write_text(FAILING_GUARD)
     with toy_server() as url:
