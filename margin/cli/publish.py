@@ -28,6 +28,7 @@ def publish(
     and incomplete evidence (below --min-coverage) unless --allow-incomplete."""
     import datetime as dt
 
+    from margin.reports.completeness import pair_complete
     from margin.reports.publish import publish as do_publish
     from margin.reports.tables import leaderboard_table
 
@@ -44,7 +45,7 @@ def publish(
         console.print(leaderboard_table(published.leaderboard))
     if published.pairings:
         counts = [d["status"] for d in published.pairings["data"]]
-        incomplete = sum(not (d.get("coverage") or {"complete": True})["complete"] for d in published.pairings["data"])
+        incomplete = sum(not pair_complete(d) for d in published.pairings["data"])
         console.print(f"pairings: {len(counts)} pairs, {counts.count('bypass_found')} with a bypass found"
                       + (f", {incomplete} incomplete (marked)" if incomplete else ""))
     for path in published.files:

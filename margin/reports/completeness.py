@@ -123,27 +123,45 @@ def pair_shares(coverage: Mapping[str, Any]) -> dict[str, float]:
     return {k: (asked[k] - missing.get(k, 0)) / asked[k] for k in PAIR_KINDS if asked.get(k)}
 
 
-def pair_meets(coverage: Mapping[str, Any] | None, min_coverage: float) -> bool:
-    """Each kind of output at least `min_coverage` of what was asked (a pairings file written
-    before pairs recorded coverage passes: there is nothing to check)."""
+#: The per-transformation counts of missing outputs every pairings file has held.
+MISSING_COUNTS = ("original_missing", "transformed_missing", "response_missing", "judge_missing")
+
+
+def pair_coverage_of(pair: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The pair's `coverage`; for a pairings file written before pairs recorded one, what its
+    per-transformation counts show (None when they show nothing missing)."""
+    if pair.get("coverage") is not None:
+        return dict(pair["coverage"])
+    lost = sum(int((t.get("counts") or {}).get(k, 0)) for t in pair.get("transformations") or [] for k in MISSING_COUNTS)
+    if not lost:
+        return None
+    return {"asked": {}, "missing": {}, "complete": False,
+            "reason": f"{lost} missing outputs counted over its transformations (a pairings file without coverage)"}
+
+
+def pair_meets(pair: Mapping[str, Any], min_coverage: float) -> bool:
+    """Each kind of output at least `min_coverage` of what was asked (an old file's incomplete
+    pair, whose shares are unknown, never does)."""
+    coverage = pair_coverage_of(pair)
     if coverage is None or coverage.get("complete"):
         return True
-    return all(s >= min_coverage for s in pair_shares(coverage).values())
+    shares = pair_shares(coverage)
+    return bool(shares) and all(s >= min_coverage for s in shares.values())
 
 
 def pair_describe(coverage: Mapping[str, Any]) -> str:
-    """One line: `responses 0/384 (0.0%), ... obtained; first error: ...`."""
+    """One line: `responses 0/384 (0.0%) obtained; first error: ...`."""
     asked, missing = coverage.get("asked") or {}, coverage.get("missing") or {}
     parts = [f"{k.replace('_', ' ')} {asked[k] - missing[k]}/{asked[k]} ({100 * share:.1f}%)"
              for k, share in pair_shares(coverage).items() if missing.get(k)]  # only what is short
-    text = ", ".join(parts) + " obtained"
+    text = ", ".join(parts) + " obtained" if parts else "incomplete"
     if coverage.get("reason"):
         text += f"; first error: {coverage['reason']}"
     return text
 
 
 def pair_complete(pair: Mapping[str, Any]) -> bool:
-    coverage = pair.get("coverage")
+    coverage = pair_coverage_of(pair)
     return coverage is None or bool(coverage.get("complete"))
 
 

@@ -24,6 +24,7 @@ from margin.reports.completeness import (
     describe,
     meets,
     missing_reason,
+    pair_coverage_of,
     pair_describe,
     pair_meets,
 )
@@ -105,8 +106,8 @@ def check_coverage(runs: Sequence[RunDir], studies: Sequence[tuple[str, dict[str
     """Refuse evidence below `min_coverage`, naming every such run and pair with its coverage."""
     short = [f"{run.path}: {describe(cov)}" for run in runs if not meets(cov := run_coverage(run), min_coverage)]
     for where, pairings in studies:
-        short += [f"{where}: {pair['guard_id']} x {pair['model_id']}: {pair_describe(pair['coverage'])}"
-                  for pair in pairings["data"] if not pair_meets(pair.get("coverage"), min_coverage)]
+        short += [f"{where}: {pair['guard_id']} x {pair['model_id']}: {pair_describe(pair_coverage_of(pair) or {})}"
+                  for pair in pairings["data"] if not pair_meets(pair, min_coverage)]
     if short:
         below = "incomplete" if min_coverage >= 1 else f"below --min-coverage {100 * min_coverage:g}%"
         raise InputError(f"{below}, refusing to publish: " + " | ".join(short) + " (retry what is missing with "

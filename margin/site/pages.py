@@ -20,6 +20,7 @@ from margin.reports.completeness import (
     is_complete,
     measured,
     pair_complete,
+    pair_coverage_of,
     pair_describe,
     scored_of_total,
     shown_status,
@@ -192,7 +193,7 @@ class Cell:
 
     @property
     def coverage_text(self) -> str:
-        return "" if self.complete else pair_describe(self.pair["coverage"])  # type: ignore[index]
+        return "" if self.complete or self.pair is None else pair_describe(pair_coverage_of(self.pair) or {})
 
     @property
     def anchor(self) -> str:

@@ -160,3 +160,17 @@ def test_publish_refuses_an_incomplete_pair_and_the_site_never_draws_it_as_none_
     row = evidence[evidence.index("zero-width-space:100%</th>"):]
     cells = re.findall(r"<td>(.*?)</td>", row[:row.index("</tr>")])
     assert cells[2] == '— <span class="ci">no units</span>'  # preservation: nothing judged, not 0.0%
+
+
+def test_a_pairings_file_without_coverage_is_judged_by_its_missing_counts(incomplete_study, tmp_path):
+    """A pairings.json written before pairs recorded coverage: its counts still show the gap."""
+    pairings = json.loads((incomplete_study / "pairings.json").read_text("utf-8"))
+    del pairings["data"][0]["coverage"]
+    old = tmp_path / "old-pairings.json"
+    old.write_text(json.dumps(pairings), encoding="utf-8")
+    refused = margin("publish", str(old), "--out", str(tmp_path / "published"))
+    assert refused.returncode == 2 and "12 missing outputs counted over its transformations" in refused.stderr
+    out, site = tmp_path / "allowed", tmp_path / "site"
+    assert margin("publish", str(old), "--out", str(out), "--allow-incomplete").returncode == 0
+    assert margin("site", str(out), "--out", str(site)).returncode == 0
+    assert 'data-status="incomplete"' in (site / "index.html").read_text("utf-8")
