@@ -191,6 +191,7 @@ def _snapshot_row(file: str, meta: dict[str, Any], record: dict[str, Any]) -> di
         "suite": provenance.get("suite", {}).get("name"), "suite_sha256": provenance.get("suite", {}).get("sha256"),
         "budget": provenance.get("budget"), "cost_norm": provenance.get("cost_norm"),
         "search": evaluation.get("search", provenance.get("search")), "defence": evaluation.get("normalize", "none"),
+        "complete": (record.get("coverage") or {}).get("complete"),  # None in snapshots older than the field
     }
     intervals = record.get("confidence_intervals", {})
     for name in FIGURES:

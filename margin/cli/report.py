@@ -22,6 +22,7 @@ def report(
     """Margins with CIs, slices, coverage, cheapest flips; invariance, effectiveness and the
     threshold sweep for exhaustive runs."""
     from margin.reports.analyses import analyse
+    from margin.reports.completeness import missing_reason
     from margin.reports.observations import coverage, from_receipts
     from margin.reports.protocols import observes_all
     from margin.reports.snapshot import record, snapshot_entry
@@ -31,8 +32,9 @@ def report(
     run = load_run(run_dir)
     receipts = list(run.receipts()) if run.receipts_path.is_file() else []
     entry = snapshot_entry(run.guard, run.results, run.budget,
-                           {"search": run.search, "seed": run.manifest.get("seed")})
-    rec = record(entry, 1)
+                           {"search": run.search, "seed": run.manifest.get("seed")},
+                           reason=missing_reason(receipts, run.results))
+    rec = record(entry, 1 if entry.coverage["complete"] else None)
     observations = from_receipts(receipts, run.results)
     exhaustive = observes_all(run.search) and all(o.complete for o in observations)
     analyses = analyse(observations, run.budget, exhaustive=exhaustive, families=families())

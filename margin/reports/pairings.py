@@ -65,6 +65,7 @@ class PairOutcome:
     guard_id: str
     model_id: str
     outcomes: tuple[TransformationOutcome, ...]
+    coverage: Mapping[str, Any] | None = None  # completeness.pair_coverage
 
 
 def pair_record(pair: PairOutcome, thresholds: Thresholds) -> dict[str, Any]:
@@ -79,6 +80,7 @@ def pair_record(pair: PairOutcome, thresholds: Thresholds) -> dict[str, Any]:
         "qualifying_transformations": qualifying,
         "transformations_tested": len(rows),
         "transformations": rows,
+        **({"coverage": dict(pair.coverage)} if pair.coverage is not None else {}),
     }
 
 
@@ -125,6 +127,14 @@ class _Transformation(BaseModel):
     qualifies: bool
 
 
+class _PairCoverage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    asked: dict[str, int]
+    missing: dict[str, int]
+    complete: bool
+    reason: str | None = None
+
+
 class _Pair(BaseModel):
     model_config = ConfigDict(extra="allow")
     guard_id: str
@@ -133,6 +143,7 @@ class _Pair(BaseModel):
     qualifying_transformations: int
     transformations_tested: int
     transformations: list[_Transformation] = []
+    coverage: _PairCoverage | None = None  # absent in pairings written before coverage was recorded
 
 
 class _Meta(BaseModel):
@@ -170,6 +181,8 @@ def validate_pairings(snapshot: Any, where: str | Path) -> dict[str, Any]:
         if (pair.status == "bypass_found") != (pair.qualifying_transformations > 0):
             raise InputError(f"status {pair.status} disagrees with qualifying_transformations",
                              path=where, field=f"{at}.status")
+        if pair.coverage is not None and pair.coverage.complete == any(pair.coverage.missing.values()):
+            raise InputError("complete disagrees with the missing counts", path=where, field=f"{at}.coverage.complete")
         if pair.transformations and (
                 len(pair.transformations) != pair.transformations_tested
                 or sum(t.qualifies for t in pair.transformations) != pair.qualifying_transformations):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from margin.reports.completeness import measured, shown_status
 from margin.reports.pairings import model_order
 
 if TYPE_CHECKING:
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 
 CLASS_COLOURS = {"unsafe": "#c0392b", "safe": "#2471a3"}
 CLASS_TITLES = {"unsafe": "unsafe prompts (false allows)", "safe": "safe prompts (false blocks)"}
-STATUS_COLOURS = {"bypass_found": "#c0392b", "no_bypass_found": "#27ae60", None: "#e5e7e9"}
+STATUS_COLOURS = {"bypass_found": "#c0392b", "no_bypass_found": "#27ae60", "incomplete": "#7e5109",
+                  None: "#e5e7e9"}
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")
 
@@ -140,7 +142,7 @@ def heatmap_figure(rows: Sequence[str], columns: Sequence[str],
 
 
 def pairing_matrix_figure(pairings: Mapping[str, Any], title: str = "") -> Figure:
-    """Guards (rows) x protected models (columns): bypass found, none found, or untested."""
+    """Guards (rows) x protected models (columns): bypass found, none found, incomplete or untested."""
     from matplotlib.patches import Patch, Rectangle
 
     guards = list(pairings["meta"]["guards"])
@@ -151,7 +153,7 @@ def pairing_matrix_figure(pairings: Mapping[str, Any], title: str = "") -> Figur
     for i, guard in enumerate(guards):
         for j, model in enumerate(models):
             cell = cells.get((guard["id"], model["id"]))
-            status = cell["status"] if cell else None
+            status = shown_status(cell) if cell else None
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=STATUS_COLOURS[status],
                                    edgecolor="white", linewidth=2))
             if cell:
@@ -164,6 +166,7 @@ def pairing_matrix_figure(pairings: Mapping[str, Any], title: str = "") -> Figur
     ax.set_yticks(range(len(guards)), [g.get("name", g["id"]) for g in guards], fontsize="small")
     ax.legend(handles=[Patch(color=STATUS_COLOURS["bypass_found"], label="bypass found"),
                        Patch(color=STATUS_COLOURS["no_bypass_found"], label="none found"),
+                       Patch(color=STATUS_COLOURS["incomplete"], label="incomplete"),
                        Patch(color=STATUS_COLOURS[None], label="not tested")],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax.set_title(title or "guard x model: qualifying / tested transformations")
@@ -179,7 +182,7 @@ def capability_ladder_figure(pairings: Mapping[str, Any], guard_id: str | None =
     import matplotlib
 
     cmap = matplotlib.colormaps["RdYlGn_r"]
-    rows = [d for d in pairings["data"] if guard_id is None or d["guard_id"] == guard_id]
+    rows = [d for d in pairings["data"] if (guard_id is None or d["guard_id"] == guard_id) and measured(d)]
     for model in model_order(pairings["meta"]["models"]):
         size, index = model.get("parameters_b"), model.get("capability_index")
         tested = [d for d in rows if d["model_id"] == model["id"]]

@@ -20,6 +20,15 @@ from typing import Any
 
 from margin.errors import InputError
 from margin.reports.bootstrap import BootstrapSpec
+from margin.reports.completeness import (
+    coverage_record,
+    describe,
+    meets,
+    missing_reason,
+    pair_coverage_of,
+    pair_describe,
+    pair_meets,
+)
 from margin.reports.effectiveness import effectiveness_record
 from margin.reports.observations import from_receipts
 from margin.reports.pairings import load_pairings, merge_pairings
@@ -96,6 +105,27 @@ def same_id(first: RunDir, second: RunDir) -> str:
             "(join shards or retries with `margin merge` first)")
 
 
+def run_coverage(run: RunDir) -> dict[str, Any]:
+    """The run's coverage record, the reason read from its receipts when something is missing."""
+    reason = None
+    if any(r.status == "missing" for r in run.results) and run.receipts_path.is_file():
+        reason = missing_reason(run.receipts(), run.results)
+    return coverage_record(run.results, reason)
+
+
+def check_coverage(runs: Sequence[RunDir], studies: Sequence[tuple[str, dict[str, Any]]],
+                   min_coverage: float) -> None:
+    """Refuse evidence below `min_coverage`, naming every such run and pair with its coverage."""
+    short = [f"{run.path}: {describe(cov)}" for run in runs if not meets(cov := run_coverage(run), min_coverage)]
+    for where, pairings in studies:
+        short += [f"{where}: {pair['guard_id']} x {pair['model_id']}: {pair_describe(pair_coverage_of(pair) or {})}"
+                  for pair in pairings["data"] if not pair_meets(pair, min_coverage)]
+    if short:
+        below = "incomplete" if min_coverage >= 1 else f"below --min-coverage {100 * min_coverage:g}%"
+        raise InputError(f"{below}, refusing to publish: " + " | ".join(short) + " (retry what is missing with "
+                         "--resume, or pass --allow-incomplete to publish it marked incomplete and unranked)")
+
+
 def run_provenance(run: RunDir) -> dict[str, Any]:
     """margin version and commit that produced the run, from its own snapshot where present."""
     try:
@@ -105,10 +135,11 @@ def run_provenance(run: RunDir) -> dict[str, Any]:
     return {k: meta.get(k) for k in ("margin_version", "git_commit")}
 
 
-def build_leaderboard(runs: Sequence[RunDir], date: dt.date, spec: BootstrapSpec | None = None) -> dict[str, Any]:
+def build_leaderboard(runs: Sequence[RunDir], date: dt.date, spec: BootstrapSpec | None = None,
+                      min_coverage: float = 1.0) -> dict[str, Any]:
     entries = [snapshot_entry(run.guard, run.results, run.budget,
                               {"search": run.search, "seed": run.manifest.get("seed"), **run_provenance(run)},
-                              spec)
+                              spec, reason=run_coverage(run)["reason"])
                for run in runs]
     m = runs[0].manifest
     provenance = {
@@ -120,7 +151,7 @@ def build_leaderboard(runs: Sequence[RunDir], date: dt.date, spec: BootstrapSpec
         "prompts": len(runs[0].results),
         "seeds": sorted({run.manifest.get("seed") for run in runs}, key=str),
     }
-    return build_snapshot(entries, provenance, date, spec=spec)
+    return build_snapshot(entries, provenance, date, spec=spec, min_coverage=min_coverage)
 
 
 def content_hash(snapshot: dict[str, Any]) -> str:
@@ -169,22 +200,30 @@ def split_publish_inputs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]
             studies.append(path / "pairings.json")
         elif path.is_file() and path.suffix == ".json":
             studies.append(path)
+        elif path.is_dir() and (path / "study.json").is_file():
+            raise InputError("a study that did not finish (no pairings.json): finish it with margin study CONFIG "
+                             f"--out {path} --resume", path=path)
         else:
             raise InputError("neither a run folder (run.json) nor a study output (pairings.json)", path=path)
     return runs, studies
 
 
 def publish(paths: Sequence[Path], out_dir: Path, *, base_url: str | None = None, date: dt.date | None = None,
-            families: dict[str, str] | None = None, plots: bool = True) -> Published:
+            families: dict[str, str] | None = None, plots: bool = True, min_coverage: float = 1.0,
+            allow_incomplete: bool = False) -> Published:
+    """`min_coverage`: the share of each class (of each pair's outputs) below which a run (a
+    pair) is refused, or, with `allow_incomplete`, published marked incomplete and unranked."""
     date = date or dt.datetime.now(dt.UTC).date()
     run_paths, study_paths = split_publish_inputs(paths)
     runs = [load_run(p) for p in run_paths]
     pairings_in = [(str(p), load_pairings(p)) for p in study_paths]  # validate everything before writing
     if runs:
         check_publishable(runs)
+    if not allow_incomplete:
+        check_coverage(runs, pairings_in, min_coverage)
     published = Published()
     if runs:
-        name, snapshot = address(build_leaderboard(runs, date), "guardrails", base_url)
+        name, snapshot = address(build_leaderboard(runs, date, min_coverage=min_coverage), "guardrails", base_url)
         text = dumps(snapshot) + "\n"
         write_immutable(out_dir / name, text)
         write_latest(out_dir / "guardrails.json", text)  # the latest, as the API serves it

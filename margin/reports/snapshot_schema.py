@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic import Field as PydanticField
 
 from margin.errors import InputError
+from margin.reports.completeness import describe, is_complete, meets
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, protocol_for
 from margin.reports.snapshot import PROTOCOL
 
@@ -35,6 +36,10 @@ class _Curves(_Open):
 class _Coverage(_Open):
     scored: dict[str, int]
     missing: dict[str, int]
+    total: dict[str, int] | None = None
+    invalid: dict[str, int] | None = None
+    complete: bool | None = None
+    reason: str | None = None
 
 
 class _Figures(_Open):
@@ -54,7 +59,7 @@ class _Evaluation(_Open):
 
 class _Record(_Figures):
     id: str
-    rank: int
+    rank: int | None  # None: not ranked (coverage below the snapshot's min_coverage)
     evaluation: _Evaluation
     coverage: _Coverage
     curves: _Curves
@@ -77,6 +82,7 @@ class _Meta(_Open):
     protocol: str
     methodology: str
     provenance: _Provenance
+    min_coverage: float | None = PydanticField(default=None, ge=0, le=1)  # absent before coverage was checked
 
 
 class _Snapshot(_Open):
@@ -100,6 +106,26 @@ def _check_curves(curves: _Curves, budget: float, where: str | Path, at: str) ->
             raise InputError("robust accuracy is a fraction 0..1", path=where, field=f"{at}.{name}")
 
 
+def _check_rank(rec: _Record, index: int, data: list[_Record], min_coverage: float | None,
+                where: str | Path) -> None:
+    """Ranked records come first, 1, 2, ...; an unranked one (rank null) is incomplete and
+    follows them; a ranked one meets the snapshot's min_coverage; `complete` agrees with `missing`."""
+    at = f"data[{index}]"
+    coverage = rec.coverage.model_dump()
+    if rec.coverage.complete is not None and rec.coverage.complete != is_complete(coverage):
+        raise InputError("complete disagrees with the missing counts", path=where, field=f"{at}.coverage.complete")
+    if rec.rank is None:
+        if is_complete(coverage) and any(rec.coverage.scored.values()):
+            raise InputError("a complete record must be ranked", path=where, field=f"{at}.rank")
+        return
+    if rec.rank != index + 1 or any(r.rank is None for r in data[:index]):
+        raise InputError(f"rank {rec.rank} at position {index + 1}: records must be in rank order, "
+                         "unranked ones last", path=where, field=f"{at}.rank")
+    if min_coverage is not None and not meets(coverage, min_coverage):
+        raise InputError(f"ranked with coverage below the snapshot's min_coverage {100 * min_coverage:g}%: "
+                         + describe(coverage), path=where, field=f"{at}.rank")
+
+
 def validate_snapshot(snapshot: Any, where: str | Path) -> dict[str, Any]:
     """Check a leaderboard snapshot's shape and internal consistency (known protocol, ranks in
     order, one protocol throughout, curves that are step functions on [0, B]); returns it unchanged."""
@@ -116,9 +142,7 @@ def validate_snapshot(snapshot: Any, where: str | Path) -> dict[str, Any]:
     seen: set[str] = set()
     for index, rec in enumerate(parsed.data):
         at = f"data[{index}]"
-        if rec.rank != index + 1:
-            raise InputError(f"rank {rec.rank} at position {index + 1}: records must be in rank order",
-                             path=where, field=f"{at}.rank")
+        _check_rank(rec, index, parsed.data, parsed.meta.min_coverage, where)
         if rec.id in seen:
             raise InputError(f"guard {rec.id!r} appears twice", path=where, field=f"{at}.id")
         seen.add(rec.id)
@@ -128,7 +152,7 @@ def validate_snapshot(snapshot: Any, where: str | Path) -> dict[str, Any]:
                              f"mixed into a {protocol} snapshot: margins of different protocols are never ranked "
                              "together", path=where, field=f"{at}.evaluation.search")
         _check_curves(rec.curves, budget, where, f"{at}.curves")
-    margins = [r.balanced_margin for r in parsed.data]
+    margins = [r.balanced_margin for r in parsed.data if r.rank is not None]
     ranked = sorted(margins, key=lambda m: -(m if m is not None else -1.0))
     if margins != ranked:
         raise InputError("records are not ordered by balanced margin", path=where, field="data")

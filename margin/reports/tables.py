@@ -12,6 +12,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from margin.reports.completeness import describe, is_complete, scored_of_total, totals
 from margin.reports.observations import Coverage
 from margin.types import LABELS, SearchResult
 from margin.util.display import make_visible
@@ -51,16 +52,20 @@ def figure_value(record: Mapping[str, Any], name: str) -> float | None:
 
 def margins_table(record: Mapping[str, Any], title: str = "") -> Table:
     """One guard's headline figures with their 95% intervals."""
-    table = Table(title=title or f"margin — {record.get('id', '')}")
+    cov = record.get("coverage", {})
+    mark = "" if is_complete(cov) else f" — [bold red]INCOMPLETE[/bold red]: {escape(describe(cov))}"
+    table = Table(title=(title or f"margin — {escape(str(record.get('id', '')))}") + mark)
     table.add_column("figure")
     table.add_column("value [95% CI]", justify="right")
     cis = record.get("confidence_intervals", {})
     for name, label in HEADLINE:
         table.add_row(label, with_ci(figure_value(record, name), cis.get(name)))
-    cov = record.get("coverage", {})
-    scored, missing = cov.get("scored", {}), cov.get("missing", {})
+    scored, missing, invalid = cov.get("scored", {}), cov.get("missing", {}), cov.get("invalid", {})
+    total = totals(cov)
+    table.add_row("prompts (unsafe / safe)", f"{total.get('unsafe', 0)} / {total.get('safe', 0)}")
     table.add_row("prompts scored (unsafe / safe)", f"{scored.get('unsafe', 0)} / {scored.get('safe', 0)}")
     table.add_row("prompts missing (unsafe / safe)", f"{missing.get('unsafe', 0)} / {missing.get('safe', 0)}")
+    table.add_row("decided by an invalid output (unsafe / safe)", f"{invalid.get('unsafe', 0)} / {invalid.get('safe', 0)}")
     evaluation = record.get("evaluation", {})
     if evaluation.get("scope"):
         table.add_row("scope", escape(str(evaluation["scope"])))
@@ -75,7 +80,9 @@ def leaderboard_table(snapshot: Mapping[str, Any], title: str = "leaderboard") -
         table.add_column(column, justify="left" if column == "guard" else "right")
     for r in snapshot["data"]:
         cis = r.get("confidence_intervals", {})
-        table.add_row(str(r["rank"]), r["id"],
+        cov = r.get("coverage", {})
+        name = escape(r["id"]) + ("" if is_complete(cov) else f" [red](incomplete: {escape(scored_of_total(cov))})[/red]")
+        table.add_row("—" if r["rank"] is None else str(r["rank"]), name,
                       *(with_ci(r[n], cis.get(n)) for n in ("balanced_margin", "unsafe_margin", "safe_margin",
                                                             "clean_balanced_accuracy")))
     return table
@@ -265,7 +272,9 @@ def ablation_margins_table(record: Mapping[str, Any]) -> Table:
             f = d["figures"][figure]
             cells += [with_ci(f["value"], f["interval"]), "" if d["change"] is None else change_cell(d["change"][figure])]
         calls = f"{d['guard_calls']:,}" + (f" (+{d['decoded_calls']:,})" if d["decoded_calls"] else "")
-        table.add_row(d["defence"], *cells, calls)
+        coverage = d.get("coverage") or {}
+        name = d["defence"] + ("" if is_complete(coverage) else f" (incomplete: {scored_of_total(coverage)})")
+        table.add_row(escape(name), *cells, calls)
     return table
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from margin.reports.completeness import missing_reason
 from margin.reports.plots import CurveSeries, curves_figure, save
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, mark_protocol, protocol_of
 from margin.reports.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
@@ -15,6 +16,7 @@ from margin.runfolder import (
     atomic_write_text,
     dumps,
     info_from_record,
+    read_jsonl,
     write_results,
 )
 from margin.runs.prepare import PreparedRun
@@ -53,20 +55,29 @@ def provenance(manifest: dict[str, Any], prompts: int) -> dict[str, Any]:
     }
 
 
-def snapshot_for(manifest: dict[str, Any], guard: GuardInfo,
-                 results: list[SearchResult]) -> tuple[dict[str, Any], SnapshotEntry]:
+def reason_from(receipts: list[Path], results: list[SearchResult]) -> str | None:
+    """Why prompts are missing, from the receipts that recorded their attempts (read only
+    when something is missing: a complete run's receipts are never read again)."""
+    if not any(r.status == "missing" for r in results):
+        return None
+    lines = (line for path in receipts if path.is_file() for line in read_jsonl(path))
+    return missing_reason(lines, results)
+
+
+def snapshot_for(manifest: dict[str, Any], guard: GuardInfo, results: list[SearchResult],
+                 reason: str | None = None) -> tuple[dict[str, Any], SnapshotEntry]:
     """A run's snapshot from its manifest and results; `margin run`, `margin merge` and
     `margin score` all build it here, so a rescore or a merge matches a run exactly."""
     evaluation = {"search": manifest["search"], "seed": manifest["seed"],
                   "normalize": dict(guard.params).get("normalize", "none")}
-    entry = snapshot_entry(guard, results, float(manifest["budget"]), evaluation)
+    entry = snapshot_entry(guard, results, float(manifest["budget"]), evaluation, reason=reason)
     snapshot = build_snapshot([entry], provenance(manifest, len(results)))
     return mark_protocol(snapshot, manifest["search"]), entry
 
 
-def run_snapshot(prepared: PreparedRun, guard: GuardInfo,
-                 results: list[SearchResult]) -> tuple[dict[str, Any], SnapshotEntry]:
-    return snapshot_for(prepared.manifest(guard), guard, results)
+def run_snapshot(prepared: PreparedRun, guard: GuardInfo, results: list[SearchResult],
+                 reason: str | None = None) -> tuple[dict[str, Any], SnapshotEntry]:
+    return snapshot_for(prepared.manifest(guard), guard, results, reason)
 
 
 def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:
@@ -81,8 +92,10 @@ def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:
 
 def write_outputs(out_dir: Path, manifest: dict[str, Any],
                   results: list[SearchResult]) -> tuple[MarginReport, dict[str, Any]]:
-    """results.jsonl, snapshot.json and curves (PNG, SVG) from a manifest and finished results."""
-    snapshot, entry = snapshot_for(manifest, info_from_record(manifest["guard"]), results)
+    """results.jsonl, snapshot.json and curves (PNG, SVG) from a manifest and finished results
+    (the reason for any missing prompt from the folder's receipts)."""
+    reason = reason_from([out_dir / "receipts.jsonl"], results)
+    snapshot, entry = snapshot_for(manifest, info_from_record(manifest["guard"]), results, reason)
     write_results(out_dir / "results.jsonl", results)
     atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
     write_curves(out_dir / "curves", snapshot)

@@ -26,7 +26,7 @@ from margin.runfolder import (
 )
 from margin.runs.config import RunConfig
 from margin.runs.folder import claim_out_dir
-from margin.runs.outputs import run_snapshot, write_curves
+from margin.runs.outputs import reason_from, run_snapshot, write_curves
 from margin.runs.prepare import PreparedRun, prepare_inputs
 from margin.runs.recorded import (
     Recorded,
@@ -202,7 +202,7 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
     results = [replace(r, guard_calls=sum(k in recorded.by_key for k in keys_by_prompt[r.prompt_id]))
                for r in results]
     observations = [observe(s.prompt, s.original, s.all_candidates(), source) for s in searches]
-    snapshot, entry = run_snapshot(prepared, guard, results)
+    snapshot, entry = run_snapshot(prepared, guard, results, reason_from(receipts, results))
     all_keys = [k for ks in keys_by_prompt.values() for k in ks]
     rescored = Rescored(prepared, guard, results, snapshot, entry, observations, recorded,
                         unmatched(recorded.by_key, all_keys), list(paths), manifest)

@@ -15,13 +15,24 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from margin.reports.completeness import (
+    describe,
+    is_complete,
+    measured,
+    pair_complete,
+    pair_coverage_of,
+    pair_describe,
+    scored_of_total,
+    shown_status,
+)
 from margin.reports.pairings import Thresholds, model_order
 from margin.site.inputs import SiteInputs, Snapshot
 from margin.site.svg import LadderPoint, curves_svg, ladder_svg
 from margin.util.provenance import margin_version
 
 API = {"guardrails": "api/v1/margin/guardrails", "pairings": "api/v1/margin/pairings"}
-STATUS_TEXT = {"bypass_found": "bypass found", "no_bypass_found": "none found", None: "not tested"}
+STATUS_TEXT = {"bypass_found": "bypass found", "no_bypass_found": "none found", "incomplete": "incomplete",
+               None: "not tested"}
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,19 @@ class GuardView(_Optional):
     def figures(self) -> Mapping[str, Any]:  # type: ignore[override]
         return self.record
 
+    @property
+    def complete(self) -> bool:
+        return is_complete(self.record.get("coverage") or {})
+
+    @property
+    def coverage_short(self) -> str:
+        """`unsafe 24/24, safe 0/24`: prompts scored of the total, per class."""
+        return scored_of_total(self.record.get("coverage") or {})
+
+    @property
+    def coverage_text(self) -> str:
+        return describe(self.record.get("coverage") or {})
+
     def sort_value(self, key: str) -> str:
         if key == "guard":
             return str(self.record["id"]).casefold()
@@ -158,8 +182,18 @@ class Cell:
     pair: Mapping[str, Any] | None
 
     @property
+    def complete(self) -> bool:
+        return self.pair is None or pair_complete(self.pair)
+
+    @property
     def status(self) -> str | None:
-        return None if self.pair is None else str(self.pair["status"])
+        """The pair's status, or `incomplete` (completeness.shown_status): a pair with missing
+        outputs is never drawn as none found."""
+        return None if self.pair is None else shown_status(self.pair)
+
+    @property
+    def coverage_text(self) -> str:
+        return "" if self.complete or self.pair is None else pair_describe(pair_coverage_of(self.pair) or {})
 
     @property
     def anchor(self) -> str:
@@ -177,7 +211,8 @@ class Cell:
         if self.pair is None:
             return head + "not tested"
         return (head + STATUS_TEXT[self.status] + f", {self.pair['qualifying_transformations']} of "
-                f"{self.pair['transformations_tested']} tested transformations qualify")
+                f"{self.pair['transformations_tested']} tested transformations qualify"
+                + ("" if self.complete else f"; incomplete evidence: {self.coverage_text}"))
 
 
 def matrix(pairings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], list[Cell]]]]:
@@ -194,10 +229,11 @@ def thresholds(pairings: Mapping[str, Any]) -> dict[str, float]:
 
 
 def ladder_points(pairings: Mapping[str, Any]) -> tuple[list[LadderPoint], list[Mapping[str, Any]]]:
-    """(placed points, tested models lacking a weight size or capability index)."""
+    """(placed points, tested models lacking a weight size or capability index). Pairs with
+    missing outputs and no bypass found are left out: none found there means nothing measured."""
     placed, unplaced = [], []
     for model in model_order(pairings["meta"]["models"]):
-        tested = [d for d in pairings["data"] if d["model_id"] == model["id"]]
+        tested = [d for d in pairings["data"] if d["model_id"] == model["id"] and measured(d)]
         if not tested:
             continue
         size, index = model.get("parameters_b"), model.get("capability_index")
@@ -252,8 +288,9 @@ class Pages:
         models, rows = matrix(body)
         placed, unplaced = ladder_points(body)
         ladder = Markup(ladder_svg(placed)) if placed else None
+        incomplete = [c for _, cells in rows for c in cells if c.pair is not None and not c.complete]
         return self._render("pairings.html", meta=body["meta"], thresholds=thresholds(body), models=models,
-                            rows=rows, ladder=ladder,
+                            rows=rows, ladder=ladder, incomplete=incomplete,
                             points=placed, unplaced=unplaced, **self._archive_note(snap, page))
 
     def methodology(self) -> str:

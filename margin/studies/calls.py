@@ -7,6 +7,7 @@ given without a call, becomes one line of `calls.jsonl` through `on_record` (a j
 no line of its own: the call it joined records the output).
 
 An owner's callback may make new requests (a judge request once both responses are in).
+A model that answers none of its first requests stops the study (`health`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from margin.engine.book import Backoff, Book, Job, Origin, Outcome, Store
+from margin.studies.health import Health
 from margin.studies.models import Messages, Reply
 from margin.util.hashing import canonical_json, sha256_text
 
@@ -76,16 +78,23 @@ class StudyCalls:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.on_record = on_record
         self.counts = CallCounts()
-        self.book = Book(answer=lambda owner, reply: owner.done(reply), record=self._record,
+        self.health = Health()
+        self.book = Book(answer=self._answer, record=self._record,
                          record_known=self._record_known, max_attempts=max_attempts,
                          backoff=Backoff(base_s=retry_wait_s), store=store, replay=replay, clock=clock)
 
     def request(self, pool: str, model_key: str, messages: Messages, tag: dict[str, Any], on_done: OnDone) -> None:
         key = request_key(model_key, messages)
+        self.health.ask(pool)
         self.book.ask(pool, key, messages, Owner(pool, key, tag, on_done))
 
     def seal(self, pool: str) -> None:
+        self.health.seal(pool)
         self.book.seal(pool)
+
+    def _answer(self, owner: Owner, reply: Reply | None) -> None:
+        self.health.told(owner.pool, reply)  # raises once a model is known to answer nothing
+        owner.done(reply)
 
     # -- receipts -------------------------------------------------------------------------
 
@@ -106,6 +115,7 @@ class StudyCalls:
 
     def _write(self, owner: Owner, reply: Reply | None, attempt: int, latency_s: float,
                error: str | None, *, cached: bool) -> None:
+        self.health.recorded(owner.pool, {"output": reply, "error": error})
         self.on_record({
             "kind": "call", **owner.tag, "pool": owner.pool, "key": owner.key,
             "output": reply.text if reply else None, "truncated": reply.truncated if reply else None,

@@ -6,6 +6,11 @@ from typing import Any
 
 from rich.table import Table
 
+from margin.reports.completeness import pair_complete, shown_status
+
+STATUS_CELLS = {"bypass_found": "[red]bypass found[/red]", "no_bypass_found": "[green]none found[/green]",
+                "incomplete": "[yellow]incomplete[/yellow] (outputs missing)"}
+
 
 def _rate(value: float | None, interval: list[float] | None, defined: bool = True) -> str:
     if not defined or value is None:
@@ -24,7 +29,8 @@ def pairs_table(pairings: dict[str, Any]) -> Table:
     for pair in pairings["data"]:
         model = models[pair["model_id"]]
         table.add_row(pair["guard_id"], pair["model_id"], f"{model.get('capability_index', '—')}",
-                      "[red]bypass found[/red]" if pair["status"] == "bypass_found" else "[green]none found[/green]",
+                      STATUS_CELLS[shown_status(pair)] + ("" if pair_complete(pair) or shown_status(pair) ==
+                                                          "incomplete" else " (incomplete)"),
                       f"{pair['qualifying_transformations']} / {pair['transformations_tested']}")
     return table
 

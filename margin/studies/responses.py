@@ -71,6 +71,8 @@ def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: b
     attempts = {name: model_limits(m.spec, settings).max_attempts for name, m in models.items()}
     calls = StudyCalls(max_attempts=attempts, retry_wait_s=settings.retry_wait_s, store=store, replay=replay,
                        on_record=receipts.write)
+    calls.health.names = {m.id: f"model {m.id}" for m in plan.models}
+    calls.health.names.update({j.model.id: f"judge {j.id} (model {_where(j.model.spec)})" for j in plan.judges})
     outcome = ResponseOutcome()
     texts = {(p.id, t.name): plan.transformed(p, t) for p in plan.prompts for t in plan.transformations}
     by_id = {p.id: p for p in plan.prompts}
@@ -118,6 +120,11 @@ def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: b
     outcome.missing, outcome.retries, outcome.hedges = stats.missing, stats.retries, stats.hedges
     outcome.restarts = sum(p.figures.restarts + p.figures.timeouts for p in pools)
     return outcome
+
+
+def _where(spec: Any) -> str:
+    """A judge's model as a user wrote it: its served name, and its endpoint if it has one."""
+    return spec.model + (f" at {spec.base_url}" if spec.base_url else "")
 
 
 def _reporter(name: str, on_batch: OnBatch) -> Callable[[int, int, float], None]:

@@ -24,6 +24,8 @@ from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, valid
 from margin.runfolder import atomic_write_text, dumps, read_jsonl
 from margin.runs.guard_pool import is_remote
 from margin.runs.session import CallSettings
+from margin.studies.coverage import guard_error, pair_coverages
+from margin.studies.health import ModelUnavailable
 from margin.studies.plan import StudyPlan, Transformation
 from margin.studies.rates import Row, outcome
 from margin.studies.responses import OnBatch, ResponseOutcome, collect
@@ -56,9 +58,11 @@ def check_coverage(outcome: StudyOutcome, max_missing: float) -> None:
     share = outcome.missing_share()
     if share > max_missing:
         parts = ", ".join(f"{kind} {m} of {t}" for kind, (m, t) in outcome.missing.items() if m)
+        reasons = dict.fromkeys(c["reason"] for d in outcome.pairings["data"]
+                                if (c := d.get("coverage")) and c.get("reason"))
         raise CoverageError(f"{100 * share:.1f}% of the outputs are missing after every retry ({parts}), above "
-                            f"runtime.max_missing {100 * max_missing:g}%; their errors are in the receipts "
-                            f"(rerun with --resume to retry them)")
+                            f"runtime.max_missing {100 * max_missing:g}%; first errors: {'; '.join(reasons) or '—'} "
+                            f"(all are in the receipts; rerun with --resume to retry them)")
 
 
 def default_out_dir(plan: StudyPlan) -> Path:
@@ -128,11 +132,17 @@ def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: E
             def guard_batch(texts: int, _capacity: int, compute_s: float, gid: str = guard.id) -> None:
                 on_batch(gid, texts, compute_s)
 
+            folder = guard_folder(out_dir, index, guard.id)
             verdicts[guard.id], guard_stats[guard.id] = guard_verdicts(
-                plan, guard, guard_folder(out_dir, index, guard.id), settings=settings, resume=resume, cache=cache,
-                on_batch=guard_batch)
+                plan, guard, folder, settings=settings, resume=resume, cache=cache, on_batch=guard_batch)
+            if verdicts[guard.id] and all(v is None for v in verdicts[guard.id].values()):
+                raise ModelUnavailable(f"guard {guard.id} gave no verdict at all; its first error: "
+                                       f"{guard_error(folder / 'receipts.jsonl') or 'no output'}")
         on_stage("models and judges")
         calls = collect(plan, out_dir, settings=settings, resume=resume, cache=cache, on_batch=on_batch)
+    except ModelUnavailable as exc:
+        raise ModelUnavailable(f"{exc}. The study stopped; once it answers, finish it with: margin study "
+                               f"{plan.source.path} --out {out_dir} --resume") from None
     finally:
         disconnect(started_ray)
     on_stage("rates")
@@ -178,6 +188,8 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls:
            date: dt.date | None = None) -> StudyOutcome:
     spec = BootstrapSpec()
     pairs = []
+    coverages = pair_coverages(plan, verdicts, calls, out_dir / "calls.jsonl",
+                               {g.id: guard_folder(out_dir, i, g.id) / "receipts.jsonl" for i, g in enumerate(plan.guards)})
     for guard in plan.guards:
         for model in plan.models:
             outcomes = tuple(
@@ -185,7 +197,7 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls:
                         plan.thresholds, transform=t.transform, strength=t.strength,
                         second_judge=len(plan.judges) > 1, spec=spec)
                 for t in plan.transformations)
-            pairs.append(PairOutcome(guard.id, model.id, outcomes))
+            pairs.append(PairOutcome(guard.id, model.id, outcomes, coverages[(guard.id, model.id)]))
     first = plan.judges[0]
     judge = {**first.judge.identity(), "parse_rule": first.judge.template.format,
              "second": plan.judges[1].judge.identity() if len(plan.judges) > 1 else None}

@@ -1,0 +1,178 @@
+"""Whether a result rests on complete evidence (docs/design.md, "Coverage").
+
+A run's coverage, per class: prompts scored out of the prompts it set out to score (total),
+prompts missing (no output after every retry: never scored), and prompts whose flip cost an
+`invalid` output decided (counted wrong, so scored, but a figure built on unparseable outputs
+reads differently). A run is complete when nothing is missing; the reason of an incomplete
+one is the first missing prompt's recorded error. `margin publish` ranks a run only when each
+class's coverage reaches its `--min-coverage` (all of it, by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from margin.types import LABELS, SearchResult
+
+#: What a prompt with no recorded error is missing for (a merge that no input covered, a
+#: rescore of verdicts that never held one).
+NO_RECORD = "no verdict recorded"
+
+
+def decided_by_invalid(result: SearchResult) -> bool:
+    """Whether an `invalid` output set this prompt's flip cost (on the original, or as its flip)."""
+    return result.status == "scored" and (
+        result.clean_verdict == "invalid" or (result.flip is not None and result.flip.verdict == "invalid"))
+
+
+def class_counts(results: Sequence[SearchResult]) -> dict[str, dict[str, int]]:
+    """Per class: prompts scored, missing, their total, and those an `invalid` output decided."""
+    out: dict[str, dict[str, int]] = {"scored": {}, "missing": {}, "total": {}, "invalid": {}}
+    for label in LABELS:
+        rs = [r for r in results if r.label == label]
+        out["scored"][label] = sum(r.status == "scored" for r in rs)
+        out["missing"][label] = sum(r.status == "missing" for r in rs)
+        out["total"][label] = len(rs)
+        out["invalid"][label] = sum(decided_by_invalid(r) for r in rs)
+    return out
+
+
+def coverage_record(results: Sequence[SearchResult], reason: str | None) -> dict[str, Any]:
+    """A snapshot record's `coverage`: the class counts, whether it is complete and why not."""
+    counts = class_counts(results)
+    complete = not any(counts["missing"].values())
+    return {**counts, "complete": complete, "reason": None if complete else (reason or NO_RECORD)}
+
+
+def totals(coverage: Mapping[str, Any]) -> dict[str, int]:
+    """Prompts per class (scored + missing in a snapshot written before `total` was recorded)."""
+    if coverage.get("total"):
+        return dict(coverage["total"])
+    scored, missing = coverage.get("scored") or {}, coverage.get("missing") or {}
+    return {k: scored.get(k, 0) + missing.get(k, 0) for k in LABELS}
+
+
+def shares(coverage: Mapping[str, Any]) -> dict[str, float]:
+    """Scored / total per class that has prompts (a class with none is left out)."""
+    scored, total = coverage.get("scored") or {}, totals(coverage)
+    return {label: scored.get(label, 0) / total[label] for label in LABELS if total.get(label)}
+
+
+def is_complete(coverage: Mapping[str, Any]) -> bool:
+    return not any((coverage.get("missing") or {}).values())
+
+
+def meets(coverage: Mapping[str, Any], min_coverage: float) -> bool:
+    """Each class's coverage at least `min_coverage` (a share 0..1)."""
+    return is_complete(coverage) or all(s >= min_coverage for s in shares(coverage).values())
+
+
+def scored_of_total(coverage: Mapping[str, Any]) -> str:
+    """`unsafe 24/24, safe 0/24`: prompts scored of the total, per class."""
+    scored, total = coverage.get("scored") or {}, totals(coverage)
+    return ", ".join(f"{label} {scored.get(label, 0)}/{total.get(label, 0)}" for label in shares(coverage))
+
+
+def describe(coverage: Mapping[str, Any]) -> str:
+    """One line: `unsafe 24/24 (100.0%), safe 0/24 (0.0%) scored, 24 missing, 3 invalid; reason: ...`."""
+    scored, total = coverage.get("scored") or {}, totals(coverage)
+    parts = [f"{label} {scored.get(label, 0)}/{total.get(label, 0)} ({100 * share:.1f}%)"
+             for label, share in shares(coverage).items()]
+    text = ", ".join(parts) + " scored"
+    missing = sum((coverage.get("missing") or {}).values())
+    invalid = sum((coverage.get("invalid") or {}).values())
+    text += f", {missing} missing" + (f", {invalid} decided by invalid outputs" if invalid else "")
+    if coverage.get("reason"):
+        text += f"; first error: {coverage['reason']}"
+    return text
+
+
+def missing_reason(lines: Iterable[Mapping[str, Any]], results: Sequence[SearchResult]) -> str | None:
+    """The cause recorded for the first missing prompt (in the results' order): the error of
+    its last call attempt without output. None when nothing is missing."""
+    missing = [r.prompt_id for r in results if r.status == "missing"]
+    if not missing:
+        return None
+    wanted = set(missing)
+    last: dict[str, str] = {}
+    for line in lines:
+        if line.get("kind") == "call" and line.get("verdict") is None and line.get("error") \
+                and line.get("prompt_id") in wanted:
+            last[str(line["prompt_id"])] = str(line["error"])
+    first = missing[0]
+    return f"prompt {first}: {last.get(first, NO_RECORD)}"
+
+
+# ---- a paired study's pairs -----------------------------------------------------------------
+# A pair's `coverage`: per kind of output (guard verdicts, responses, judge outputs) how many
+# were asked for and how many are missing, whether nothing is, and the first recorded error.
+
+PAIR_KINDS = ("guard_verdicts", "responses", "judge_outputs")
+
+
+def pair_coverage(asked: Mapping[str, int], missing: Mapping[str, int], reason: str | None) -> dict[str, Any]:
+    complete = not any(missing.get(k, 0) for k in PAIR_KINDS)
+    return {"asked": {k: int(asked.get(k, 0)) for k in PAIR_KINDS},
+            "missing": {k: int(missing.get(k, 0)) for k in PAIR_KINDS},
+            "complete": complete, "reason": None if complete else (reason or NO_RECORD)}
+
+
+def pair_shares(coverage: Mapping[str, Any]) -> dict[str, float]:
+    asked, missing = coverage.get("asked") or {}, coverage.get("missing") or {}
+    return {k: (asked[k] - missing.get(k, 0)) / asked[k] for k in PAIR_KINDS if asked.get(k)}
+
+
+#: The per-transformation counts of missing outputs every pairings file has held.
+MISSING_COUNTS = ("original_missing", "transformed_missing", "response_missing", "judge_missing")
+
+
+def pair_coverage_of(pair: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The pair's `coverage`; for a pairings file written before pairs recorded one, what its
+    per-transformation counts show (None when they show nothing missing)."""
+    if pair.get("coverage") is not None:
+        return dict(pair["coverage"])
+    lost = sum(int((t.get("counts") or {}).get(k, 0)) for t in pair.get("transformations") or [] for k in MISSING_COUNTS)
+    if not lost:
+        return None
+    return {"asked": {}, "missing": {}, "complete": False,
+            "reason": f"{lost} missing outputs counted over its transformations (a pairings file without coverage)"}
+
+
+def pair_meets(pair: Mapping[str, Any], min_coverage: float) -> bool:
+    """Each kind of output at least `min_coverage` of what was asked (an old file's incomplete
+    pair, whose shares are unknown, never does)."""
+    coverage = pair_coverage_of(pair)
+    if coverage is None or coverage.get("complete"):
+        return True
+    shares = pair_shares(coverage)
+    return bool(shares) and all(s >= min_coverage for s in shares.values())
+
+
+def pair_describe(coverage: Mapping[str, Any]) -> str:
+    """One line: `responses 0/384 (0.0%) obtained; first error: ...`."""
+    asked, missing = coverage.get("asked") or {}, coverage.get("missing") or {}
+    parts = [f"{k.replace('_', ' ')} {asked[k] - missing[k]}/{asked[k]} ({100 * share:.1f}%)"
+             for k, share in pair_shares(coverage).items() if missing.get(k)]  # only what is short
+    text = ", ".join(parts) + " obtained" if parts else "incomplete"
+    if coverage.get("reason"):
+        text += f"; first error: {coverage['reason']}"
+    return text
+
+
+def pair_complete(pair: Mapping[str, Any]) -> bool:
+    coverage = pair_coverage_of(pair)
+    return coverage is None or bool(coverage.get("complete"))
+
+
+def shown_status(pair: Mapping[str, Any]) -> str:
+    """What a pair is shown as: its status, or `incomplete` where nothing qualified on
+    incomplete evidence (none found there would claim what was never measured)."""
+    if not pair_complete(pair) and pair["status"] != "bypass_found":
+        return "incomplete"
+    return str(pair["status"])
+
+
+def measured(pair: Mapping[str, Any]) -> bool:
+    """A pair a ladder may colour: complete, or with a bypass found all the same."""
+    return shown_status(pair) != "incomplete"
