@@ -4,6 +4,7 @@ packages below."""
 from __future__ import annotations
 
 import sys
+import traceback
 
 import typer
 
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = app(args=args, prog_name="margin", standalone_mode=False)  # typer.Exit(n) comes back as n
     except InputError as exc:
+        if debug and exc.__cause__ is not None:  # what a setup error was made from
+            traceback.print_exception(exc.__cause__)
         exit_input_error(exc)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -50,7 +50,7 @@ class RunProgress:
         self._last_line = self.started
 
     def __enter__(self) -> RunProgress:
-        if self.console.is_terminal:
+        if self.console.is_interactive:  # a terminal that redraws (not TERM=dumb)
             self._bar = Progress(TextColumn("[bold]prompts"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TextColumn("eta"),
                                  TimeRemainingColumn(), console=self.console, transient=True)

@@ -81,13 +81,14 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
     from margin.runs.folder import default_out_dir
     from margin.runs.prepare import prepare
 
-    prepared = prepare(config)
-    assert prepared.info is not None
-    out_dir = resume or out or default_out_dir(prepared.info.id)
+    target = resume  # the folder a Ctrl-C leaves to resume (a new one only once the run has begun)
     try:
+        prepared = prepare(config)
+        assert prepared.info is not None
+        out_dir = target = resume or out or default_out_dir(prepared.info.id)
         outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
     except KeyboardInterrupt:
-        interrupted(out_dir)
+        interrupted(target)
     print_summary(outcome)
     normalize = prepared.spec.normalize if prepared.spec is not None else None
     if normalize is not None and "decode" in normalize.split("+"):
@@ -101,9 +102,9 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
     return outcome
 
 
-def interrupted(out_dir: Path) -> NoReturn:
+def interrupted(out_dir: Path | None) -> NoReturn:
     """Ctrl-C: what was recorded stays, and the command that continues it is printed (exit 130)."""
-    if (out_dir / "run.json").is_file():
+    if out_dir is not None and (out_dir / "run.json").is_file():
         err.print(f"interrupted: {out_dir}/ keeps what was recorded; continue with\n"
                   f"  {resume_command(ARGS, out_dir)}", markup=False, highlight=False, soft_wrap=True)
     else:

@@ -91,8 +91,8 @@ def _unreachable(endpoint: str) -> str | None:
 
 def _download_fix(model: str, revision: str | None) -> str:
     pin = f" --revision {revision}" if revision else ""
-    return (f"download them once with network (`hf download {model}{pin}`; a gated model needs its licence "
-            f"accepted on huggingface.co and `hf auth login`), or give a local copy with --model PATH")
+    return (f"download them once where the hub can be reached (`hf download {model}{pin}`; a gated model needs "
+            f"its licence accepted on huggingface.co and `hf auth login`), or give a local copy with --model PATH")
 
 
 def load_error(model: str, revision: str | None, exc: BaseException) -> InputError:
@@ -104,6 +104,8 @@ def load_error(model: str, revision: str | None, exc: BaseException) -> InputErr
               f"{PACKAGES['transformers'][1]}"
     elif "gated" in cause.lower() or " 401" in cause or " 403" in cause:
         fix = "accept the model's licence on huggingface.co, then `hf auth login` (or set HF_TOKEN)"
+    elif Path(model).exists():
+        fix = f"--model {model} must be a whole checkpoint folder (config.json, the tokenizer's files, the weights)"
     else:
         fix = _download_fix(model, revision)
     pinned = f"@{revision}" if revision else ""
