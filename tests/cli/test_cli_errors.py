@@ -214,3 +214,13 @@ def test_unstarted_is_only_what_a_start_writes(tmp_path):
     (folder / "notes.txt").unlink()
     (folder / "receipts.jsonl").write_text('{"kind": "call"}\n')
     assert not unstarted(folder)
+
+
+def test_a_ray_address_nothing_answers_at_fails_at_once(tmp_path):
+    out = tmp_path / "run"
+    proc = margin("run", "--guard", "keyword", "--limit", "4", "--ray-address", f"127.0.0.1:{closed_port()}",
+                  "--out", str(out))
+    assert proc.returncode == 2
+    (line,) = few_lines(proc, 1)
+    assert "--ray-address: no Ray cluster answers at 127.0.0.1:" in line and "ray start --head" in line
+    assert not out.exists()
