@@ -92,7 +92,8 @@ def check_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> bool:
         check_out_dir(out_dir)
         return False
     if not out_dir.is_dir():
-        raise InputError("no such run folder", path=out_dir, field="--resume")
+        raise InputError("no such run folder (a run stopped before it recorded anything leaves none: "
+                         "start it again with --out)", path=out_dir, field="--resume")
     saved_path = out_dir / "run.json"
     if unstarted(out_dir) and not saved_path.is_file():
         return False

@@ -32,7 +32,7 @@ BUILT = Path({built!r})
 
 class Slow:
     """The keyword guard, 0.1 s a batch of two; its second build (the one that searches, after
-    the one that described it) waits {build_wait} s."""
+    the one that described it) waits {build_wait} s, its first call {first_call_wait} s."""
 
     max_batch_size = 2
 
@@ -44,6 +44,10 @@ class Slow:
         self.inner = KeywordGuard()
 
     def classify(self, texts):
+        first = BUILT.parent / "called"
+        if not first.exists():
+            first.touch()
+            time.sleep({first_call_wait})
         time.sleep(0.1)
         return self.inner.classify(texts)
 '''
@@ -52,9 +56,10 @@ class Slow:
 OPTIONS = ["--suite", "quick", "--limit", "8", "--search", "exhaustive", "--batch-size", "2", "--no-cache"]
 
 
-def slow_guard(folder: Path, build_wait: float = 0) -> str:
+def slow_guard(folder: Path, build_wait: float = 0, first_call_wait: float = 0) -> str:
     path = folder / "slow.py"
-    path.write_text(SLOW_GUARD.format(built=str(folder / "built"), build_wait=build_wait))
+    path.write_text(SLOW_GUARD.format(built=str(folder / "built"), build_wait=build_wait,
+                                      first_call_wait=first_call_wait))
     return f"python:{path}:Slow"
 
 
@@ -117,6 +122,23 @@ def test_ctrl_c_before_anything_is_recorded_leaves_nothing(tmp_path):
     assert not out.exists()
 
 
+def test_a_run_killed_before_its_first_receipt_reruns_and_resumes_in_its_folder(tmp_path):
+    """kill -9 once run.json is written and the guard's first call is under way (case 11)."""
+    guard = slow_guard(tmp_path, first_call_wait=120)
+    args = ["run", "--guard", guard, *OPTIONS, "--engine", "local"]
+    for again in ("--out", "--resume"):
+        out = tmp_path / again.strip("-")
+        (tmp_path / "called").unlink(missing_ok=True)
+        proc = start([*args, "--out", str(out)])
+        wait_for(proc, lambda out=out: (tmp_path / "called").exists() and (out / "run.json").exists())
+        proc.kill()
+        proc.communicate(timeout=60)
+        assert not recorded(out)
+        rerun = margin(*args, again, str(out))
+        assert rerun.returncode == 0, rerun.stderr
+        assert len((out / "results.jsonl").read_text().splitlines()) == 8
+
+
 def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(tmp_path):
     proc = margin("run", "--guard", "keyword", "--suite", "quick", "--engine", "local", "--out", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
@@ -125,7 +147,7 @@ def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(tmp_path):
     steps = [int(line.split()[1].split("/")[0]) for line in lines]
     assert {5, 10, 15, 20, 24, 29, 34, 39, 44, 48} <= set(steps) and steps == sorted(steps)
     assert lines[-1].startswith("prompts 48/48 (100%)") and "flips" in lines[-1] and "elapsed" in lines[-1]
-    assert all(" eta " in line for line in lines if not line.startswith("prompts 48/48"))
+    assert all(" eta " in line for line, step in zip(lines, steps, strict=True) if 0 < step < 48)
     assert "\x1b[" not in proc.stderr  # no terminal control codes in a log
 
 
