@@ -69,12 +69,14 @@ class RunProgress:
         if self._bar is not None:
             self._bar.__exit__(kind, error, trace)
 
-    def update(self, *, advance: int = 0, info: str | None = None) -> None:
+    def update(self, *, done: int | None = None, info: str | None = None) -> None:
+        """`done`: prompts finished so far (never goes back)."""
         with self._lock:
+            advance = max(0, (done or 0) - self.done)
             self.done += advance
             self.info = info if info is not None else self.info
             if self._bar is not None:
-                self._bar.update(self._task, advance=advance, info=self.info)
+                self._bar.update(self._task, completed=self.done, info=self.info)
                 return
             reached = int(self.done / self.total / self.step) if self.total else 0
             if advance and reached > self._last_step:

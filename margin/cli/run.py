@@ -129,7 +129,7 @@ def resume_command(args: list[str], out_dir: Path) -> str:
 
 def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: Any) -> Any:
     """Run with progress: prompts done, flips, guard calls, calls/s, batch fill, cache hits, time left."""
-    stats = {"calls": 0, "flips": 0, "cached": 0, "batches": 0, "texts": 0, "capacity": 0}
+    stats = {"calls": 0, "flips": 0, "cached": 0, "batches": 0, "texts": 0, "capacity": 0, "results": 0}
     started = time.monotonic()
     with RunProgress(len(prepared.prompts), err) as progress:
 
@@ -151,10 +151,15 @@ def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: A
 
         def on_result(result: Any) -> None:
             stats["flips"] += result.flip is not None or result.flip_cost == 0
-            progress.update(advance=1, info=info())
+            stats["results"] += 1
+            progress.update(done=stats["results"], info=info())
+
+        def on_progress(done: int, calls: int) -> None:  # several drivers, as they go
+            stats["calls"] = calls
+            progress.update(done=done, info=info())
 
         return execute(prepared, out_dir, resume=resume, on_call=on_call, on_result=on_result,
-                       on_batch=on_batch)
+                       on_batch=on_batch, on_progress=on_progress)
 
 
 def print_summary(outcome: Any) -> None:
