@@ -33,7 +33,8 @@ def read_api_key(env_name: str | None) -> str | None:
         return None
     value = os.environ.get(env_name, "")
     if not value.strip():
-        raise InputError(f"environment variable {env_name} is not set or empty", field="--api-key-env")
+        raise InputError(f"environment variable {env_name} is not set or empty; fix: export {env_name}=YOUR_KEY, "
+                         f"or name the variable that holds it with --api-key-env", field="--api-key-env")
     register(value)
     return value
 

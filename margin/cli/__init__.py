@@ -4,31 +4,43 @@ packages below."""
 from __future__ import annotations
 
 import sys
+import traceback
 
 import typer
 
 from margin.cli import ablate, integral, library, merge, publish, report, run, score, site, study  # noqa: F401 (commands register on import)
-from margin.cli.app import app, err
+from margin.cli.app import ARGS, app
+from margin.cli.failures import (
+    CLICK_ERROR,
+    exit_input_error,
+    exit_interrupted,
+    exit_unexpected,
+    exit_usage_error,
+    split_debug,
+)
 from margin.errors import InputError
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Every way the command can end goes through here: usage errors and bad input are a few
+    lines with exit 2, anything else one line with exit 1 unless --debug asks for the traceback."""
+    args, debug = split_debug(sys.argv[1:] if argv is None else list(argv))
+    ARGS[:] = args
     try:
-        code = app(standalone_mode=False)  # a command's typer.Exit(n) comes back as n here
-        if isinstance(code, int) and code:
-            sys.exit(code)
+        code = app(args=args, prog_name="margin", standalone_mode=False)  # typer.Exit(n) comes back as n
     except InputError as exc:
-        sys.stderr.write(f"error: {exc}\n")  # one line, never wrapped
-        sys.exit(2)
+        if debug and exc.__cause__ is not None:  # what a setup error was made from
+            traceback.print_exception(exc.__cause__)
+        exit_input_error(exc)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        err.print("aborted")
-        sys.exit(130)
+    except (typer.Abort, KeyboardInterrupt):
+        exit_interrupted()
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+        if isinstance(exc, CLICK_ERROR):
+            exit_usage_error(exc)
+        if debug:
+            raise
+        exit_unexpected(exc)
+    if isinstance(code, int) and code:
+        sys.exit(code)

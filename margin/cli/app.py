@@ -1,16 +1,49 @@
-"""The typer apps and the consoles every command prints to."""
+"""The typer apps, the options every command takes (--version, --debug) and the consoles
+every command prints to."""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# A group named without a command is a usage error (usage + "missing command", exit 2), not its help.
+app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions_enable=False,
                   help="How much must a prompt change before a guardrail gets it wrong?")
-transforms_app = typer.Typer(no_args_is_help=True, help="The costed transformation library.")
-guards_app = typer.Typer(no_args_is_help=True, help="Guards margin can evaluate.")
+transforms_app = typer.Typer(no_args_is_help=False, help="The costed transformation library.")
+guards_app = typer.Typer(no_args_is_help=False, help="Guards margin can evaluate.")
 app.add_typer(transforms_app, name="transforms")
 app.add_typer(guards_app, name="guards")
 
+#: The command line as typed (after `margin`), for messages that repeat it (Ctrl-C's resume command).
+ARGS: list[str] = []
+
 console = Console()
 err = Console(stderr=True)
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("margin")
+    except PackageNotFoundError:  # a source tree on PYTHONPATH, never installed
+        return "unknown (not installed)"
+
+
+def _show_version(wanted: bool) -> None:
+    if wanted:
+        console.print(f"margin {version()}", markup=False, highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def options(
+    show_version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_show_version,
+                                               help="print margin's version and exit")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="show the traceback of an unexpected error "
+                                                       "(also MARGIN_DEBUG=1; may follow the command)")] = False,
+) -> None:
+    """How much must a prompt change before a guardrail gets it wrong?"""

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from margin.cli import options as o
-from margin.cli.app import app, console, err
+from margin.cli.app import ARGS, app, console, err
 from margin.cli.common import check_limits, check_or_fail, fmt, parse_share
+from margin.cli.progress import RunProgress
 from margin.errors import InputError
 
 
@@ -80,14 +81,18 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
     from margin.runs.folder import default_out_dir
     from margin.runs.prepare import prepare
 
-    prepared = prepare(config)
-    assert prepared.info is not None
-    if prepared.limit_sample:
-        from margin.runs.subset import describe
+    target = resume  # the folder a Ctrl-C leaves to resume (a new one only once the run has begun)
+    try:
+        prepared = prepare(config)
+        assert prepared.info is not None
+        if prepared.limit_sample:
+            from margin.runs.subset import describe
 
-        console.print(describe(prepared.limit_sample, len(prepared.dataset.prompts)), markup=False, highlight=False)
-    out_dir = resume or out or default_out_dir(prepared.info.id)
-    outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
+            console.print(describe(prepared.limit_sample, len(prepared.dataset.prompts)), markup=False, highlight=False)
+        out_dir = target = resume or out or default_out_dir(prepared.info.id)
+        outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
+    except KeyboardInterrupt:
+        interrupted(target)
     print_summary(outcome)
     normalize = prepared.spec.normalize if prepared.spec is not None else None
     if normalize is not None and "decode" in normalize.split("+"):
@@ -101,22 +106,42 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
     return outcome
 
 
-def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: Any) -> Any:
-    """Run with a live line: prompts done, flips, guard calls, calls/s, batch fill, cache hits."""
-    total = len(prepared.prompts)
-    stats = {"calls": 0, "flips": 0, "cached": 0, "batches": 0, "texts": 0, "capacity": 0}
-    started = time.monotonic()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err,
-                  transient=True) as progress:
-        task = progress.add_task("prompts", total=total, info="starting")
+def interrupted(out_dir: Path | None) -> NoReturn:
+    """Ctrl-C: what was recorded stays, and the command that continues it is printed (exit 130)."""
+    if out_dir is not None and (out_dir / "run.json").is_file():
+        err.print(f"interrupted: {out_dir}/ keeps what was recorded; continue with\n"
+                  f"  {resume_command(ARGS, out_dir)}", markup=False, highlight=False, soft_wrap=True)
+    else:
+        err.print("interrupted before anything was recorded; nothing was written", markup=False, highlight=False)
+    raise typer.Exit(130)
 
-        def show() -> None:
+
+def resume_command(args: list[str], out_dir: Path) -> str:
+    """This command with --resume OUT_DIR in place of --out/--resume (the other options must stay)."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip or arg.startswith(("--out=", "--resume=")):
+            skip = False
+            continue
+        if arg in ("--out", "--resume"):
+            skip = True
+            continue
+        kept.append(arg)
+    return shlex.join(["margin", *kept, "--resume", str(out_dir)])
+
+
+def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: Any) -> Any:
+    """Run with progress: prompts done, flips, guard calls, calls/s, batch fill, cache hits, time left."""
+    stats = {"calls": 0, "flips": 0, "cached": 0, "batches": 0, "texts": 0, "capacity": 0, "results": 0}
+    started = time.monotonic()
+    with RunProgress(len(prepared.prompts), err) as progress:
+
+        def info() -> str:
             rate = stats["calls"] / max(time.monotonic() - started, 1e-9)
             fill = stats["texts"] / (stats["batches"] * stats["capacity"]) if stats["batches"] else 0.0
-            progress.update(task, info=f"flips {stats['flips']}  guard calls {stats['calls']} "
-                                       f"({rate:,.0f}/s)  batch fill {100 * fill:.0f}%  "
-                                       f"cache hits {stats['cached']}")
+            return (f"flips {stats['flips']}  guard calls {stats['calls']:,} ({rate:,.0f}/s)  "
+                    f"batch fill {100 * fill:.0f}%  cache hits {stats['cached']:,}")
 
         def on_call(call: Any) -> None:
             stats["cached"] += call.cached
@@ -126,15 +151,19 @@ def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: A
             stats["texts"] += texts
             stats["calls"] += texts
             stats["capacity"] = capacity
-            show()
+            progress.update(info=info())
 
         def on_result(result: Any) -> None:
             stats["flips"] += result.flip is not None or result.flip_cost == 0
-            progress.update(task, advance=1)
-            show()
+            stats["results"] += 1
+            progress.update(done=stats["results"], info=info())
+
+        def on_progress(done: int, calls: int) -> None:  # several drivers, as they go
+            stats["calls"] = calls
+            progress.update(done=done, info=info())
 
         return execute(prepared, out_dir, resume=resume, on_call=on_call, on_result=on_result,
-                       on_batch=on_batch)
+                       on_batch=on_batch, on_progress=on_progress)
 
 
 def print_summary(outcome: Any) -> None:

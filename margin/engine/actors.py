@@ -19,6 +19,7 @@ Ray is imported lazily: `import margin` never pays for it.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import time
 from collections import deque
@@ -29,6 +30,7 @@ from margin.engine.batcher import Batcher
 from margin.engine.book import Book, Outcome, Ticket
 from margin.engine.calls import BatchCaller, call_batch
 from margin.engine.pool import OnCall, Pool, _ignore
+from margin.errors import InputError
 
 
 class Factory(Protocol):
@@ -175,6 +177,9 @@ class ActorPool(Pool):
             ) from None
         except ray.exceptions.RayActorError as exc:
             self.close()
+            if exc.actor_init_failed:  # the model could not be built: a setup error, said in one line
+                raise InputError(_input_error(exc) or f"the {self.name} could not start in its Ray actor: "
+                                                      f"{_cause(exc)}") from None
             raise RuntimeError(f"an actor for {self.name} could not start: {_cause(exc)}") from None
         identities = {repr(identity) for identity, _ in answers}
         if len(identities) != 1:
@@ -341,6 +346,13 @@ class _NoFactory:
 
     def build(self) -> BatchCaller:
         raise RuntimeError("an attached pool does not start actors")
+
+
+def _input_error(exc: BaseException) -> str | None:
+    """The message of an InputError raised where the actor built its model (Ray keeps only
+    the traceback's text)."""
+    found = re.findall(r"^(?:margin\.errors\.)?InputError: (.+)$", str(exc), flags=re.M)
+    return found[-1].strip() if found else None
 
 
 def _cause(exc: BaseException) -> str:

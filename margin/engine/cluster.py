@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 
 from margin.errors import InputError
+
+#: Seconds a cluster's address has to accept a connection.
+REACH_TIMEOUT_S = 5.0
 
 
 def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
@@ -25,6 +29,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address:
+        check_reachable(address)
         if address.startswith("ray://"):
             try:
                 ray.init(address=address, logging_level=logging.ERROR)
@@ -36,13 +41,33 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
                     "or run margin on a cluster node with --ray-address auto", field="--ray-address",
                 ) from None
         else:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=True)
+            try:
+                ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=True)
+            except ConnectionError as exc:  # `auto` with no cluster here, a node that is not Ray's
+                raise InputError(f"{str(exc).splitlines()[0]}; fix: start one (`ray start --head`) or run without "
+                                 f"--ray-address and $RAY_ADDRESS to start a local Ray", field="--ray-address") from None
         return True
     # A local, private cluster: no auth token written into the home folder, no dashboard.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
              log_to_driver=False, logging_level=logging.ERROR, configure_logging=True)
     return True
+
+
+def check_reachable(address: str) -> None:
+    """A cluster's HOST:PORT must accept a connection: Ray itself would wait minutes on one
+    that does not. (`auto` is left to Ray, which fails at once when no cluster runs here.)"""
+    if address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        raise InputError(f"expected auto, HOST:PORT or ray://HOST:PORT, got {address!r}", field="--ray-address")
+    try:
+        socket.create_connection((host, int(port)), timeout=REACH_TIMEOUT_S).close()
+    except OSError as exc:
+        raise InputError(f"no Ray cluster answers at {host}:{port} ({exc.strerror or exc}); fix: check the "
+                         f"address (ray status on the head node), start one with `ray start --head`, or run "
+                         f"without --ray-address and $RAY_ADDRESS to start a local Ray", field="--ray-address") from None
 
 
 def disconnect(started: bool) -> None:

@@ -10,6 +10,7 @@ process), `ActorPool` (models in Ray actors) and `StreamPool` (a remote endpoint
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -71,7 +72,13 @@ class Pool(ABC):
     def watch(self, future: Future[Any], token: Any) -> None:
         """Be told in the loop's thread when `future` (completed on another thread) is done."""
         loop = asyncio.get_running_loop()
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self.notify, token))
+
+        def wake(_: Future[Any]) -> None:
+            # A call that ends after the loop has (Ctrl-C, an error elsewhere) has no one to tell.
+            with contextlib.suppress(RuntimeError):  # "Event loop is closed"
+                loop.call_soon_threadsafe(self.notify, token)
+
+        future.add_done_callback(wake)
 
     @abstractmethod
     def dispatch(self, book: Book, now: float) -> None:

@@ -30,7 +30,12 @@ def build_guard(spec: GuardSpec) -> Guard:
     kind = kind_of(spec.name)
     if kind is None:
         raise InputError(f"unknown guard {spec.name!r}", field="--guard")
-    guard = kind.build(spec)
+    try:
+        guard = kind.build(spec)
+    except (OSError, ImportError, ValueError) as exc:
+        if kind.name not in MODEL_KINDS:
+            raise
+        raise _load_error(spec, exc) from exc
     guard.identify(declared(guard.info, spec))
     if spec.max_batch_size is not None:
         guard.max_batch_size = spec.max_batch_size
@@ -39,6 +44,18 @@ def build_guard(spec: GuardSpec) -> Guard:
 
         guard = NormalizingGuard(guard, spec.normalize)
     return guard
+
+
+#: Kinds whose build loads a model: what goes wrong there is a setup error (one line, exit 2).
+MODEL_KINDS = ("preset", "minilm")
+
+
+def _load_error(spec: GuardSpec, exc: BaseException) -> InputError:
+    from margin.guards.weights import load_error
+
+    info = describe_guard(spec.model_copy(update={"normalize": None}))
+    revision = None if info.revision == "main" or spec.name == "minilm" else info.revision
+    return load_error(info.checkpoint, revision, exc)
 
 
 def describe_guard(spec: GuardSpec) -> GuardInfo:

@@ -25,7 +25,7 @@ from margin.engine.actors import ActorPool
 from margin.engine.cluster import connect, disconnect
 from margin.errors import InputError
 from margin.runfolder import atomic_write_text, dumps
-from margin.runs.folder import check_run_dir, claim_out_dir
+from margin.runs.folder import check_run_dir, claim_out_dir, remove_unstarted
 from margin.runs.merge import join_receipts, join_results
 from margin.runs.outputs import RunOutcome, finish
 from margin.runs.prepare import PreparedRun
@@ -102,10 +102,11 @@ def execute_drivers(prepared: PreparedRun, out_dir: Path, *, resume: bool = Fals
         raise InputError("several drivers build the guard from its spec; pass a guard name or file, not an instance",
                          field="--drivers")
     assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"
-    check_run_dir(prepared, out_dir, resume)
+    resume = check_run_dir(prepared, out_dir, resume)  # False: nothing recorded yet, start afresh
     folders = driver_dirs(out_dir, n)
     if resume:
         _check_same_drivers(out_dir, folders)
+    made = not out_dir.exists()
     started = connect(config.ray_address)
     figures = EngineFigures(engine="ray")
     began = time.perf_counter()
@@ -131,6 +132,10 @@ def execute_drivers(prepared: PreparedRun, out_dir: Path, *, resume: bool = Fals
                 ray.kill(handle)
             if actors is not None:
                 figures.replicas = len(actors)
+    except BaseException:
+        if made:  # failed (or interrupted) before any driver recorded anything: no folder left behind
+            remove_unstarted(out_dir)
+        raise
     finally:
         disconnect(started)
     figures.search_s = time.perf_counter() - began

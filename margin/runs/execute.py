@@ -20,11 +20,15 @@ def execute(
     on_call: Callable[[GuardCall], None] = lambda _: None,
     on_result: Callable[[SearchResult], None] = lambda _: None,
     on_batch: Callable[[int, int, float], None] = lambda *_: None,
+    on_progress: Callable[[int, int], None] = lambda *_: None,
 ) -> RunOutcome:
+    """`on_progress(prompts done, guard calls)`: with several drivers, as they go (their
+    results reach `on_result` only once all are joined)."""
     if prepared.config.drivers > 1:
         from margin.runs.drivers import execute_drivers
 
-        return execute_drivers(prepared, out_dir, resume=resume, on_result=on_result, on_batch=on_batch)
+        return execute_drivers(prepared, out_dir, resume=resume, on_result=on_result, on_batch=on_batch,
+                               on_progress=on_progress)
     searched = search(prepared, out_dir, resume=resume, on_call=on_call, on_result=on_result, on_batch=on_batch)
     outcome = finish(prepared, out_dir, searched.results, guard_calls=searched.guard_calls,
                      cache_hits=searched.cache_hits)

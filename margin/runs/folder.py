@@ -1,10 +1,17 @@
 """The run folder of a run about to start: a new one claimed (run.json written), or a killed
 one checked against this run and its receipts loaded for replay. Nothing is written before
-the folder is known to be right."""
+the folder is known to be right.
+
+A folder whose run recorded nothing yet (killed or failed before its first receipt line:
+run.json, an empty receipts file, a temp file of an interrupted atomic write at most) holds
+nothing a rerun would lose, so a plain rerun with the same --out or a --resume starts it
+afresh; a run that fails before its first result removes such a folder it made itself.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from pathlib import Path
 
 from margin.errors import InputError
@@ -17,6 +24,9 @@ from margin.runs.driver import Replay
 from margin.runs.prepare import PreparedRun
 from margin.runs.resume import check_manifest, cut_torn_tail, load_replay
 
+#: What a run writes before its first receipt line; `drivers/` holds one such folder per driver.
+START_FILES = ("run.json", "receipts.jsonl")
+
 
 def default_out_dir(guard_id: str) -> Path:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -24,35 +34,81 @@ def default_out_dir(guard_id: str) -> Path:
     return Path("runs") / f"{safe}-{stamp}"
 
 
+def unstarted(folder: Path) -> bool:
+    """Whether a folder holds nothing but what a run writes before recording anything."""
+    if not folder.is_dir():
+        return False
+    for entry in folder.iterdir():
+        if entry.name == "drivers" and entry.is_dir():
+            if not all(unstarted(part) for part in entry.iterdir()):
+                return False
+        elif entry.name == "receipts.jsonl" and entry.is_file():
+            if b"\n" in entry.read_bytes():  # a complete line: something was recorded
+                return False
+        elif not (entry.is_file() and (entry.name == "run.json" or _temp_of_start_file(entry.name))):
+            return False
+    return True
+
+
+def _temp_of_start_file(name: str) -> bool:
+    return any(name.startswith(f".{start}.") for start in START_FILES)
+
+
 def check_out_dir(out_dir: Path) -> None:
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())) and not unstarted(out_dir):
         raise InputError("output folder exists and is not empty; choose another --out (or --resume it)",
                          path=out_dir)
 
 
 def claim_out_dir(out_dir: Path) -> None:
     check_out_dir(out_dir)
+    clear_unstarted(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
 
-def check_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> None:
-    """Refuse a used --out, or a --resume folder of another run, before anything starts."""
+def clear_unstarted(out_dir: Path) -> None:
+    """Empty a folder that `unstarted` accepts (a killed or failed start), keeping the folder."""
+    if not unstarted(out_dir):
+        return
+    for entry in out_dir.iterdir():
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def remove_unstarted(out_dir: Path) -> None:
+    """A run that made `out_dir` failed before recording anything: leave no folder behind."""
+    if unstarted(out_dir):
+        shutil.rmtree(out_dir)
+
+
+def check_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> bool:
+    """Refuse a used --out, or a --resume folder of another run, before anything starts.
+    Returns whether there is a run to resume: False for a new run, and for a --resume
+    folder whose run recorded nothing (killed before writing run.json, say), which starts
+    afresh."""
     if not resume:
         check_out_dir(out_dir)
-        return
+        return False
+    if not out_dir.is_dir():
+        raise InputError("no such run folder (a run stopped before it recorded anything leaves none: "
+                         "start it again with --out)", path=out_dir, field="--resume")
     saved_path = out_dir / "run.json"
+    if unstarted(out_dir) and not saved_path.is_file():
+        return False
     if not saved_path.is_file():
         raise InputError("not a run folder (no run.json)", path=out_dir, field="--resume")
     saved = next(iter(read_jsonl(saved_path)), None) if saved_path.stat().st_size else None
     if not isinstance(saved, dict):
         raise InputError("run.json is empty or not a JSON object", path=saved_path)
     check_manifest(out_dir, saved, prepared.manifest())
+    return True
 
 
 def open_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> Replay:
     """Claim a new run folder (writing run.json), or load what a killed run recorded."""
-    check_run_dir(prepared, out_dir, resume)
-    if not resume:
+    if not check_run_dir(prepared, out_dir, resume):
         claim_out_dir(out_dir)
         atomic_write_text(out_dir / "run.json", dumps(prepared.manifest()) + "\n")
         return Replay()

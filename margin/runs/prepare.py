@@ -4,6 +4,7 @@ ends (a `Ladder`), so a run's memory does not grow with its dataset."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.make import describe_guard
 from margin.guards.spec import GuardSpec
+from margin.guards.weights import check_loadable
 from margin.runfolder import (
     info_record,
 )
@@ -116,9 +118,18 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
     prepared.spec = spec
     prepared.guard = guard
     prepared.info = guard.info if guard is not None else describe_guard(spec)
+    if guard is None and loads_here(config):
+        check_loadable(spec, prepared.info)  # a model this machine cannot load fails now, not in an actor
     if config.incumbents:
         prepared.incumbents = load_incumbents(config.incumbents, prepared.manifest())
     return prepared
+
+
+def loads_here(config: RunConfig) -> bool:
+    """Whether the guard's model loads on this machine: in this process, or on a Ray that
+    margin starts here (a cluster named by --ray-address or $RAY_ADDRESS may hold models
+    this machine does not)."""
+    return config.engine == "local" or not (config.ray_address or os.environ.get("RAY_ADDRESS"))
 
 
 def prepare_inputs(config: RunConfig) -> PreparedRun:

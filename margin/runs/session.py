@@ -19,6 +19,7 @@ from typing import Any, Literal
 from margin.engine.actors import ActorPool
 from margin.engine.cluster import connect, disconnect
 from margin.engine.limits import EndpointLimits
+from margin.engine.local import LocalPool
 from margin.engine.loop import run_pools
 from margin.engine.pool import Pool
 from margin.guards.base import Guard
@@ -133,6 +134,8 @@ class GuardSession:
                                call_timeout_s=s.call_timeout_s or BATCH_TIMEOUT_S, max_wait_s=s.max_wait_s,
                                on_call=self._record_batch)
         try:
+            if isinstance(self.pool, LocalPool):
+                self.pool.start()  # the model loads now, so a guard that cannot load fails before any file is written
             if isinstance(self.pool, ActorPool):
                 self.figures.replicas = self.pool.replicas
                 self._started_ray = connect(s.ray_address)

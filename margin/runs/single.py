@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from margin.engine.pool import Pool
-from margin.runs.folder import check_run_dir, open_run_dir
+from margin.runs.folder import check_run_dir, open_run_dir, remove_unstarted
 from margin.runs.prepare import PreparedRun
 from margin.runs.session import EngineFigures, GuardSession
 from margin.runs.verdict_cache import default_cache_path
@@ -45,13 +45,19 @@ def search(
     assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"
     info = prepared.info
     check_run_dir(prepared, out_dir, resume)  # before anything starts: a wrong folder fails fast
+    made = not out_dir.exists()
     session = GuardSession(prepared.spec, info, config.call_settings(), guard=prepared.guard, pool=pool,
                            on_batch=on_batch)
-    with session:
-        # Only now, with the guard running, is anything written.
-        replay = open_run_dir(prepared, out_dir, resume)
-        driver = session.search_recorded(
-            prepared.searches(), out_dir / "receipts.jsonl", replay.run_id or run_id or secrets.token_hex(8),
-            cache_path=(config.cache_path or default_cache_path()) if config.cache else None, replay=replay,
-            total=len(prepared.prompts), on_call=on_call, on_result=on_result)
+    try:
+        with session:
+            # Only now, with the guard running, is anything written.
+            replay = open_run_dir(prepared, out_dir, resume)
+            driver = session.search_recorded(
+                prepared.searches(), out_dir / "receipts.jsonl", replay.run_id or run_id or secrets.token_hex(8),
+                cache_path=(config.cache_path or default_cache_path()) if config.cache else None, replay=replay,
+                total=len(prepared.prompts), on_call=on_call, on_result=on_result)
+    except BaseException:
+        if made:  # failed (or interrupted) before recording anything: no folder left behind
+            remove_unstarted(out_dir)
+        raise
     return Searched(driver.ordered_results(), driver.sent, driver.stats.cache_hits, session.figures)

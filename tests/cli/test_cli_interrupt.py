@@ -1,0 +1,173 @@
+"""Ctrl-C and progress (issue 22, case 8), as a user meets them: a real `margin run`
+subprocess sent SIGINT prints the exact command that continues it and exits 130, on both
+engines, without a traceback; progress is a live bar with the time left on a terminal and
+plain lines when stderr is a file or a pipe."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import margin, margin_env
+
+PROGRESS = re.compile(r"prompts [0-9,]+/[0-9,]+ \(\d+%\)")
+
+SLOW_GUARD = '''
+import time
+from pathlib import Path
+
+from margin.guards.keyword import KeywordGuard
+
+BUILT = Path({built!r})
+
+
+class Slow:
+    """The keyword guard, 0.1 s a batch of two; its second build (the one that searches, after
+    the one that described it) waits {build_wait} s, its first call {first_call_wait} s."""
+
+    max_batch_size = 2
+
+    def __init__(self):
+        BUILT.mkdir(exist_ok=True)
+        (BUILT / str(len(list(BUILT.iterdir())))).touch()
+        if len(list(BUILT.iterdir())) > 1:
+            time.sleep({build_wait})
+        self.inner = KeywordGuard()
+
+    def classify(self, texts):
+        first = BUILT.parent / "called"
+        if not first.exists():
+            first.touch()
+            time.sleep({first_call_wait})
+        time.sleep(0.1)
+        return self.inner.classify(texts)
+'''
+
+#: 8 prompts, every candidate asked (about 220 texts): some seconds of guard calls to interrupt.
+OPTIONS = ["--suite", "quick", "--limit", "8", "--search", "exhaustive", "--batch-size", "2", "--no-cache"]
+
+
+def slow_guard(folder: Path, build_wait: float = 0, first_call_wait: float = 0) -> str:
+    path = folder / "slow.py"
+    path.write_text(SLOW_GUARD.format(built=str(folder / "built"), build_wait=build_wait,
+                                      first_call_wait=first_call_wait))
+    return f"python:{path}:Slow"
+
+
+def start(args: list[str], env: dict[str, str | None] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "margin", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=margin_env(env))
+
+
+def wait_for(proc: subprocess.Popen[str], ready) -> None:  # type: ignore[no-untyped-def]
+    while not ready():
+        assert proc.poll() is None, f"margin ended before it could be interrupted: {proc.stderr.read()}"
+        time.sleep(0.02)
+
+
+def interrupt(proc: subprocess.Popen[str]) -> list[str]:
+    """SIGINT, as Ctrl-C sends it; the lines on stderr that are not progress."""
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Event loop is closed" not in stderr, stderr
+    return [line for line in stderr.strip().splitlines() if not PROGRESS.match(line)]
+
+
+def recorded(out: Path) -> bool:
+    receipts = out / "receipts.jsonl"
+    return receipts.exists() and b"\n" in receipts.read_bytes()
+
+
+def interrupt_and_resume(tmp_path: Path, engine_options: list[str], env: dict[str, str | None] | None = None) -> None:
+    out = tmp_path / "run"
+    args = ["run", "--guard", slow_guard(tmp_path), *OPTIONS, *engine_options, "--out", str(out)]
+    proc = start(args, env)
+    wait_for(proc, lambda: recorded(out))
+    said, command = interrupt(proc)
+    assert said == f"interrupted: {out}/ keeps what was recorded; continue with"
+    expected = shlex.join(["margin", *args[:-2], "--resume", str(out)])
+    assert command.strip() == expected
+    words = shlex.split(command)
+    assert words[0] == "margin"
+    resumed = margin(*words[1:], env=env)  # the printed command, as printed
+    assert resumed.returncode == 0, resumed.stderr
+    assert len((out / "results.jsonl").read_text().splitlines()) == 8
+
+
+def test_ctrl_c_prints_the_resume_command_and_it_finishes_the_run(tmp_path):
+    interrupt_and_resume(tmp_path, ["--engine", "local"])
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_ray_is_as_clean(tmp_path, ray_address):
+    interrupt_and_resume(tmp_path, ["--num-cpus", "0"])
+
+
+def test_ctrl_c_before_anything_is_recorded_leaves_nothing(tmp_path):
+    out = tmp_path / "run"
+    proc = start(["run", "--guard", slow_guard(tmp_path, build_wait=120), *OPTIONS, "--engine", "local",
+                  "--out", str(out)])
+    wait_for(proc, lambda: len(list((tmp_path / "built").glob("*"))) >= 2)  # building the guard that searches
+    assert interrupt(proc) == ["interrupted before anything was recorded; nothing was written"]
+    assert not out.exists()
+
+
+def test_a_run_killed_before_its_first_receipt_reruns_and_resumes_in_its_folder(tmp_path):
+    """kill -9 once run.json is written and the guard's first call is under way (case 11)."""
+    guard = slow_guard(tmp_path, first_call_wait=120)
+    args = ["run", "--guard", guard, *OPTIONS, "--engine", "local"]
+    for again in ("--out", "--resume"):
+        out = tmp_path / again.strip("-")
+        (tmp_path / "called").unlink(missing_ok=True)
+        proc = start([*args, "--out", str(out)])
+        wait_for(proc, lambda out=out: (tmp_path / "called").exists() and (out / "run.json").exists())
+        proc.kill()
+        proc.communicate(timeout=60)
+        assert not recorded(out)
+        rerun = margin(*args, again, str(out))
+        assert rerun.returncode == 0, rerun.stderr
+        assert len((out / "results.jsonl").read_text().splitlines()) == 8
+
+
+def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(tmp_path):
+    proc = margin("run", "--guard", "keyword", "--suite", "quick", "--engine", "local", "--out", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if PROGRESS.match(line)]
+    # 48 prompts: a line at each tenth (5, 10, 15, 20, 24, 29, 34, 39, 44, 48), besides any every 10 s
+    steps = [int(line.split()[1].split("/")[0]) for line in lines]
+    assert {5, 10, 15, 20, 24, 29, 34, 39, 44, 48} <= set(steps) and steps == sorted(steps)
+    assert lines[-1].startswith("prompts 48/48 (100%)") and "flips" in lines[-1] and "elapsed" in lines[-1]
+    assert all(" eta " in line for line, step in zip(lines, steps, strict=True) if 0 < step < 48)
+    assert "\x1b[" not in proc.stderr  # no terminal control codes in a log
+
+
+def test_progress_on_a_terminal_is_a_bar_with_the_time_left(tmp_path):
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "margin", "run", "--guard", slow_guard(tmp_path), *OPTIONS,
+                             "--engine", "local", "--out", str(tmp_path / "r")],
+                            stdout=subprocess.DEVNULL, stderr=terminal, env=margin_env({"TERM": "xterm"}))
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal's other end closed: margin ended
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    assert proc.wait(timeout=300) == 0
+    text = shown.decode("utf-8", "replace")
+    assert "━" in text and "/8" in text and "eta" in text  # rich's bar, prompts done of 8, time left
+    assert not PROGRESS.search(text)  # not the plain lines
