@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from margin.runs.folder import remove_unstarted, unstarted
-from tests.support.cli import margin
+from tests.support.cli import margin, margin_env
 
 PROGRESS = re.compile(r"prompts [0-9,]+/[0-9,]+ ")
 QUICK = ["--suite", "quick", "--limit", "4", "--engine", "local"]
@@ -57,26 +59,41 @@ def test_version_and_help():
     assert helped.returncode == 0 and "--debug" in helped.stdout and "--version" in helped.stdout
 
 
-BROKEN_GUARD = """
-class Broken:
-    def __init__(self):
-        raise RuntimeError("boom in the constructor")
+# A fault inside margin itself (not the user's input): prepare() patched to raise, in a real process.
+BROKEN_MARGIN = ("import sys, margin.runs.prepare as p\n"
+                 "def broken(config): raise RuntimeError('boom inside margin')\n"
+                 "p.prepare = broken\n"
+                 "from margin.cli import main\n"
+                 "sys.argv = ['margin', *sys.argv[1:]]\n"
+                 "main()\n")
 
-    def classify(self, texts):
-        return ["safe" for _ in texts]
-"""
+
+def broken_margin(*args: str, env: dict[str, str | None] | None = None):
+    return subprocess.run([sys.executable, "-c", BROKEN_MARGIN, *args], capture_output=True, text=True,
+                          env=margin_env(env), timeout=300)
 
 
 def test_an_unexpected_error_is_one_line_unless_debug_asks(tmp_path):
-    (tmp_path / "broken.py").write_text(BROKEN_GUARD)
-    args = ["run", "--guard", f"python:{tmp_path / 'broken.py'}:Broken", *QUICK, "--out", str(tmp_path / "run")]
-    proc = margin(*args)
+    args = ["run", "--guard", "keyword", *QUICK, "--out", str(tmp_path / "run")]
+    proc = broken_margin(*args)
     assert proc.returncode == 1
     error, hint = few_lines(proc, 2)
-    assert error == "error: RuntimeError: boom in the constructor" and "--debug" in hint
-    for debug in (margin(*args, "--debug"), margin("--debug", *args), margin(*args, env={"MARGIN_DEBUG": "1"})):
+    assert error == "error: RuntimeError: boom inside margin" and "--debug" in hint
+    for debug in (broken_margin(*args, "--debug"), broken_margin("--debug", *args),
+                  broken_margin(*args, env={"MARGIN_DEBUG": "1"})):
         assert debug.returncode == 1
-        assert "Traceback" in debug.stderr and "boom in the constructor" in debug.stderr
+        assert "Traceback" in debug.stderr and "boom inside margin" in debug.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_guard_whose_constructor_fails_is_a_setup_error(tmp_path):
+    """The user's class raising in __init__ is their setup, not margin's fault: one line, exit 2."""
+    (tmp_path / "broken.py").write_text(
+        "class Broken:\n    def __init__(self):\n        raise RuntimeError('boom in the constructor')\n\n"
+        "    def classify(self, texts):\n        return ['safe' for _ in texts]\n")
+    proc = margin("run", "--guard", f"python:{tmp_path / 'broken.py'}:Broken", *QUICK, "--out", str(tmp_path / "run"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "boom in the constructor" in proc.stderr and len(proc.stderr.strip().splitlines()) <= 3
     assert not (tmp_path / "run").exists()
 
 
