@@ -70,7 +70,7 @@ def run_snapshot(prepared: PreparedRun, guard: GuardInfo,
 
 
 def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:
-    """RA curves with bootstrap bands, as PNG and SVG."""
+    """RA curves with Wilson bands, as PNG and SVG."""
     meta = snapshot["meta"]["provenance"]
     record = snapshot["data"][0]
     how = (f"{meta['search']} search: upper bounds" if protocol_of(snapshot) == ADAPTIVE_PROTOCOL

@@ -2,7 +2,9 @@
 at commit 4d592e0, before the call engine, the layout and the driver's speed work. The
 SHA-256s were measured with that commit; a snapshot is compared without its date and the
 margin version and commit that made it, receipts without their run id and latencies and in
-sorted order (they record what happened, in the order it happened)."""
+sorted order (they record what happened, in the order it happened). The snapshot pins were
+measured again when clean accuracies and robust-accuracy bands moved from the percentile
+bootstrap to Wilson score intervals (results and receipts unchanged)."""
 
 from __future__ import annotations
 
@@ -19,15 +21,15 @@ pytestmark = pytest.mark.slow
 REFERENCE = {  # (dataset, suite, search): (results.jsonl, snapshot.json, receipts.jsonl)
     ("sample", "standard", "cheapest"): (
         "8cf2b45384f270cfb396e5ec815aa94319f4c58f6854b7a640c2ba25e052ae9a",
-        "33a9757dfc1e13c4cd6d060c8b86cc49af97ac63a1b97f6f6250909a66d83db7",
+        "689cdf471e2404a960be4308390777b6d456d5de07760861d4a365a727e95c2a",
         "b3fd245bc31186c3adcd09f8d0d5257cf581a8465035003c241c29575501a3e0"),
     ("sample", "quick", "exhaustive"): (
         "483d3b995d705f9cbfc1d1a7049c978fd1a90a6acd1f651b0706214bc78ffe8b",
-        "c7650bc69a5360b5b7891af45617093261a4b147bf8d24da05aa40a2108d23ea",
+        "6ce38a01f9b16e2042ff5053f7ec4c8d2c4a79f776a5fc12515928d328642682",
         "a51c777be1f117f3b1bfc1f08e7d49bbe35c8b5c785012440b878d5e14a06666"),
     ("xstest", "standard", "cheapest"): (
         "6c002ec567cf1133b5e662a69aa823b5d609ad9ea829b22f465a35a56f3f85f9",
-        "e1f31a6464f8d2030caeaa07097fc876f83e4623335e59afb5491b7ec10e4e67",
+        "80bb09a788cc53f543ada68608679a9ad7908a4fcae01fdf671d2b3d0cdcd09b",
         "42bd6f4c8676ac9df7801c3ee4e2bffcfcf9c53fb569f439553d64b4b33c2135"),
 }
 
