@@ -7,7 +7,19 @@ import sys
 
 import typer
 
-from margin.cli import ablate, integral, library, merge, publish, report, run, score, site, study  # noqa: F401 (commands register on import)
+from margin.cli import (  # noqa: F401 (commands register on import)
+    ablate,
+    diff,
+    integral,
+    library,
+    merge,
+    publish,
+    report,
+    run,
+    score,
+    site,
+    study,
+)
 from margin.cli.app import app, err
 from margin.errors import InputError
 
