@@ -10,6 +10,7 @@ import typer
 from margin.cli import (  # noqa: F401 (commands register on import)
     ablate,
     diff,
+    export,
     integral,
     library,
     merge,
