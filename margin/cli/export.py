@@ -58,6 +58,8 @@ def export(
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)}){did_you_mean(fmt, FORMATS)}",
                          field="--format")
+    if fmt == "inspect" and out.suffix != ".json":
+        raise InputError("inspect_ai reads a log by its extension: name the file *.json", field="--out")
     run = load_run(run_dir)
     created = snapshot_time(run_dir)
     texts = prompt_texts(run.manifest, dataset)

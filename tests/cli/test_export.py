@@ -184,6 +184,8 @@ def test_bad_format_or_run_is_one_line_and_writes_nothing(plain, tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "did you mean sarif" in done.stderr
     done = cli("export", str(tmp_path / "nope"), "--format", "sarif", "--out", str(tmp_path / "x"))
     assert done.returncode == 2 and "no such run folder" in done.stderr
+    done = cli("export", str(plain), "--format", "inspect", "--out", str(tmp_path / "x"))
+    assert done.returncode == 2 and "--out" in done.stderr and "*.json" in done.stderr
     assert not (tmp_path / "x").exists()
 
 
