@@ -33,7 +33,7 @@ def explanation(result: SearchResult, budget: float) -> str:
 def sample(result: SearchResult, text: str, budget: float) -> dict[str, Any]:
     metadata = {"label": result.label, "type": result.type, "status": result.status,
                 "flip_cost": result.flip_cost, "capped": result.capped, "flip": flip_record(result.flip),
-                "guard_calls": result.guard_calls, **dict(result.extra)}
+                "guard_calls": result.guard_calls, "tags": dict(result.extra)}
     out: dict[str, Any] = {
         "id": result.prompt_id, "epoch": 1, "input": text, "target": result.label,
         "messages": [{"role": "user", "content": text}],
