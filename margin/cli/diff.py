@@ -6,15 +6,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from margin.cli.app import app, console
 from margin.cli.common import families, print_tables
 
+if TYPE_CHECKING:
+    from margin.reports.sides import Side
 
-def load_pair(path_a: Path, path_b: Path):  # noqa: ANN201 (two Sides)
+
+def load_pair(path_a: Path, path_b: Path) -> tuple[Side, Side]:
     """Both sides, run folders first (a multi-guard snapshot picks the other side's guard),
     refused with one line (exit 2) unless they measured the same thing."""
     from margin.reports.sides import load_side, require_comparable

@@ -62,7 +62,7 @@ def mean_of_two(p1: float, bounds1: Bounds, p2: float, bounds2: Bounds) -> Bound
     return theta - down, theta + up
 
 
-def wilson_bands(costs: Sequence[float], budgets: Sequence[float],
+def wilson_bands(costs: Sequence[float] | np.ndarray, budgets: Sequence[float],
                  level: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Pointwise Wilson intervals of robust accuracy RA(b) = share with c_i > b, at each b
     (counted by a sorted search: a large run's curve has a breakpoint per distinct cost)."""

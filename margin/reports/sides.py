@@ -84,7 +84,8 @@ def snapshot_side(path: Path, guard_id: str | None = None) -> Side:
             raise InputError(f"holds {len(records)} guards ({ids}): pass a run folder or a snapshot of one "
                              "guard", path=path)
         records = chosen
-    provenance = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else {}
+    found = meta.get("provenance")
+    provenance: dict[str, Any] = found if isinstance(found, dict) else {}
     prompts = provenance.get("prompts")
     return Side(str(path), records[0], _terms(protocol_of(document), provenance,
                                               None if prompts is None else int(prompts)))

@@ -66,7 +66,7 @@ def _from_effects(observations: Sequence[PromptObservations], families: Mapping[
 
 def _from_cheapest(results: Sequence[SearchResult], seen: set[str], families: Mapping[str, str]) -> list[FamilyOutcome]:
     right = [r for r in results if r.status == "scored" and r.flip_cost]
-    eligible = {label: sum(1 for r in right if r.label == label) for label in LABELS}
+    eligible: dict[str, int] = {label: sum(1 for r in right if r.label == label) for label in LABELS}
     flips: dict[str, dict[str, int]] = {}
     for r in right:
         if r.flip is not None:
