@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -10,7 +11,7 @@ from margin.errors import InputError
 from margin.reports.bootstrap import BootstrapSpec, paired_differences
 from margin.reports.check import explain, judge
 from margin.reports.diff import diff_document, family_rows, prompt_changes, unpaired
-from margin.reports.sides import Side, require_comparable
+from margin.reports.sides import Side, require_comparable, snapshot_side
 from margin.reports.snapshot import record, snapshot_entry
 from margin.types import Flip, GuardInfo, SearchResult
 
@@ -136,3 +137,19 @@ def test_check_floor_and_explanation():
     assert lines[-1] == "FAILED: balanced_margin floor"
     assert any("50.00 < floor 60" in line for line in lines)
     assert explain(steady, judge(steady, min_balanced=40.0))[-1].startswith("PASSED")
+
+
+def test_a_published_snapshot_gives_the_record_of_the_other_sides_guard(tmp_path):
+    records = [{**side(name, A).record, "rank": rank} for rank, name in enumerate(("a", "b"), start=1)]
+    meta = {"protocol": "margin-flip-cost/1", "provenance": {"dataset": {"name": "d", "sha256": "1"},
+                                                            "suite": {"name": "s", "sha256": "2"},
+                                                            "budget": 100, "cost_norm": "corpus", "prompts": 6}}
+    path = tmp_path / "published.json"
+    path.write_text(json.dumps({"meta": meta, "data": records}), encoding="utf-8")
+    chosen = snapshot_side(path, "b")
+    assert chosen.guard_id == "b" and chosen.kind == "snapshot" and chosen.terms["prompts"] == 6
+    with pytest.raises(InputError, match=r"holds 2 guards \(a, b\)"):
+        snapshot_side(path, "c")
+    path.write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(InputError, match="not a margin snapshot"):
+        snapshot_side(path)
