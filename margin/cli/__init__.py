@@ -8,7 +8,20 @@ import traceback
 
 import typer
 
-from margin.cli import ablate, integral, library, merge, publish, report, run, score, site, study  # noqa: F401 (commands register on import)
+from margin.cli import (  # noqa: F401 (commands register on import)
+    ablate,
+    diff,
+    export,
+    integral,
+    library,
+    merge,
+    publish,
+    report,
+    run,
+    score,
+    site,
+    study,
+)
 from margin.cli.app import ARGS, app
 from margin.cli.failures import (
     CLICK_ERROR,

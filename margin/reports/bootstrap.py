@@ -4,7 +4,9 @@ Prompts are resampled with replacement within their class, so every replicate ke
 class sizes and weights the two classes as the point estimates do. One numpy Generator with
 a fixed seed draws every replicate, class by class (unsafe, then safe), after sorting each
 class by prompt id: the same results give the same intervals whatever their order on disk.
-An interval is the percentile interval of the replicate figures.
+An interval is the percentile interval of the replicate figures. Proportions (clean accuracy,
+robust-accuracy points) get Wilson score intervals instead (proportions.py): the bootstrap of
+a share that is 0% or 100% in the sample has zero width. Paired differences stay bootstrap.
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from margin.reports.proportions import Bounds, mean_of_two, wilson, wilson_bands
 from margin.types import LABELS, SearchResult
 
 REPLICATES = 500
+#: How the shares get their intervals (the bootstrap's collapse at 0% and 100%: proportions.py).
+PROPORTIONS_METHOD = ("clean accuracy per class and robust-accuracy bands: Wilson score intervals; "
+                      "clean balanced accuracy: MOVER over the two classes' Wilson intervals")
 SEED = 0
 LEVEL = 0.95
 
@@ -33,8 +39,8 @@ class BootstrapSpec:
 
     def describe(self) -> dict[str, object]:
         return {"method": "stratified percentile bootstrap: prompts resampled with replacement "
-                          "within their class", "replicates": self.replicates, "seed": self.seed,
-                "level": self.level}
+                          "within their class", "proportions": PROPORTIONS_METHOD,
+                "replicates": self.replicates, "seed": self.seed, "level": self.level}
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,12 +125,6 @@ def replicate_accuracy(counts: np.ndarray, correct: np.ndarray) -> np.ndarray:
     return 100.0 * (counts @ correct) / counts.shape[1]
 
 
-def replicate_ra(counts: np.ndarray, costs: np.ndarray, budgets: Sequence[float]) -> np.ndarray:
-    """(replicates, len(budgets)): share of each replicate with c_i > b."""
-    above = (costs[:, None] > np.asarray(budgets, dtype=float)[None, :]).astype(float)
-    return (counts @ above) / counts.shape[1]
-
-
 def percentile_interval(values: np.ndarray, level: float) -> Interval:
     tail = (100.0 - 100.0 * level) / 2.0  # 2.5 exactly for 0.95
     low, high = np.percentile(values, [tail, 100.0 - tail])
@@ -150,40 +150,60 @@ def _figures(margins: Mapping[str, np.ndarray], accuracy: Mapping[str, np.ndarra
     }
     if len(margins) == len(LABELS):
         reps["balanced_margin"] = (margins["unsafe"] + margins["safe"]) / 2
+    if len(accuracy) == len(LABELS):
         reps["clean_balanced_accuracy"] = (accuracy["unsafe"] + accuracy["safe"]) / 2
     return reps
+
+
+def proportion_intervals(samples: Mapping[str, ClassSample], level: float) -> dict[str, Interval | None]:
+    """Clean accuracy per class (Wilson) and balanced (MOVER-Wilson), in percent: score
+    intervals, which the bootstrap's collapse at 0% and 100% does not touch (proportions.py)."""
+    shares: dict[str, tuple[float, Bounds]] = {}
+    for label in LABELS:
+        sample = samples[label]
+        if sample.size:
+            right = int(sample.correct.sum())
+            shares[label] = (right / sample.size, wilson(right, sample.size, level))
+    out: dict[str, Interval | None] = {
+        f"clean_{label}_accuracy": _percent(shares[label][1]) if label in shares else None for label in LABELS}
+    out["clean_balanced_accuracy"] = None
+    if len(shares) == len(LABELS):
+        (p1, b1), (p2, b2) = shares["unsafe"], shares["safe"]
+        out["clean_balanced_accuracy"] = _percent(mean_of_two(p1, b1, p2, b2))
+    return out
+
+
+def _percent(bounds: Bounds) -> Interval:
+    return Interval(100.0 * bounds[0], 100.0 * bounds[1])
 
 
 def bootstrap_intervals(results: Sequence[SearchResult], budget: float,
                         budgets: Sequence[float] | None = None,
                         spec: BootstrapSpec | None = None) -> Intervals:
-    """Intervals for every figure in FIGURES, and RA bands at `budgets` when given."""
+    """Intervals for every figure in FIGURES, and RA bands at `budgets` when given: the
+    margins by the bootstrap, the proportions (clean accuracies, RA points) by Wilson."""
     spec = spec or BootstrapSpec()
     samples = class_samples(results)
     rng = np.random.default_rng(spec.seed)
     margins: dict[str, np.ndarray] = {}
-    accuracy: dict[str, np.ndarray] = {}
-    ra: dict[str, np.ndarray] = {}
     for label in LABELS:  # one class's counts at a time (the same draws as draw_counts): they are the big arrays
         sample = samples[label]
         if not sample.size:
             continue
         counts = class_counts(rng, sample.size, spec.replicates)
         margins[label] = replicate_margins(counts, sample.costs, budget)
-        accuracy[label] = replicate_accuracy(counts, sample.correct)
-        if budgets is not None:
-            ra[label] = replicate_ra(counts, sample.costs, budgets)
         del counts
-    reps = _figures(margins, accuracy)
+    reps = _figures(margins, {})
+    proportions = proportion_intervals(samples, spec.level)
     figures: dict[str, Interval | None] = {}
     for name in FIGURES:
+        if name in proportions:
+            figures[name] = proportions[name]
+            continue
         values = reps[name]
         figures[name] = None if values is None else percentile_interval(values, spec.level)
-    bands: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
-    tail = (100.0 - 100.0 * spec.level) / 2.0
-    for name, values in ra.items():
-        low, high = np.percentile(values, [tail, 100.0 - tail], axis=0)
-        bands[name] = (tuple(float(v) for v in low), tuple(float(v) for v in high))
+    bands = {} if budgets is None else {
+        label: wilson_bands(samples[label].costs, budgets, spec.level) for label in margins}
     return Intervals(figures=figures, bands=bands)
 
 

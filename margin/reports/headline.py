@@ -1,4 +1,5 @@
-"""Every figure of a set of results: point estimates, bootstrap intervals, RA bands and slices.
+"""Every figure of a set of results: point estimates, intervals (the bootstrap's; Wilson's for
+shares), RA bands and slices.
 
 One place composes them, so the run's snapshot, `margin score`, `margin publish` and
 `margin report` show the same numbers from the same code.

@@ -1,4 +1,4 @@
-"""Plots: robust-accuracy curves with bootstrap bands, FPR vs FNR, the per-transform
+"""Plots: robust-accuracy curves with Wilson bands, FPR vs FNR, the per-transform
 effectiveness heatmap, the pairing matrix, the capability ladder and a defence ablation.
 
 Each `*_figure` function returns a matplotlib Figure built without pyplot (no global state,

@@ -30,7 +30,7 @@ UNITS = {
     "clean_balanced_accuracy": "percent, on original prompts",
     "cost": "code-point edits per 100 original characters",
     "curves": "robust accuracy as a fraction 0..1, right-continuous steps at `budgets`; "
-              "`bands` are pointwise bootstrap intervals",
+              "`bands` are pointwise Wilson score intervals",
     "confidence_intervals": "[low, high] in the unit of the figure they belong to",
     "clean_accuracy": "percent of each class's original prompts the guard got right",
     "slices": "every figure again per XSTest `type` and per extra tag column of the dataset",

@@ -59,7 +59,7 @@ class SweepPoint:
 
 def sweep(observations: Sequence[PromptObservations], budget: float,
           thresholds: Sequence[float] = THRESHOLDS, spec: BootstrapSpec | None = None) -> list[SweepPoint]:
-    """Figures (with bootstrap intervals, without curve bands) at each threshold."""
+    """Figures (with their intervals, without curve bands) at each threshold."""
     return [SweepPoint(t, compute_figures([result_at(o, t, budget) for o in observations], budget,
                                           bands=False, spec=spec))
             for t in thresholds]

@@ -81,7 +81,7 @@ def run_snapshot(prepared: PreparedRun, guard: GuardInfo, results: list[SearchRe
 
 
 def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:
-    """RA curves with bootstrap bands, as PNG and SVG."""
+    """RA curves with Wilson bands, as PNG and SVG."""
     meta = snapshot["meta"]["provenance"]
     record = snapshot["data"][0]
     how = (f"{meta['search']} search: upper bounds" if protocol_of(snapshot) == ADAPTIVE_PROTOCOL

@@ -1,4 +1,4 @@
-"""SVG drawn from a snapshot's own numbers: robust-accuracy curves with their bootstrap bands,
+"""SVG drawn from a snapshot's own numbers: robust-accuracy curves with their Wilson bands,
 and the capability ladder. Pure functions from data to markup; every text is escaped here.
 
 Curves are right-continuous steps: RA(b) = the value at the last breakpoint <= b, so the

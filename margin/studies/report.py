@@ -36,7 +36,7 @@ def pairs_table(pairings: dict[str, Any]) -> Table:
 
 
 def evidence_tables(pairings: dict[str, Any]) -> list[Table]:
-    """Per pair: rates in % with 95% bootstrap intervals, qualification and coverage."""
+    """Per pair: rates in % with 95% Wilson intervals, qualification and coverage."""
     second = pairings["meta"]["judge"].get("second") is not None
     tables = []
     for pair in pairings["data"]:

@@ -221,7 +221,8 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls:
             "preservation": PRESERVATION_UNITS + "; unparseable judge output counts as not preserved",
             "missing": "no output after every retry: left out of every denominator and counted",
         },
-        "confidence_intervals": spec.describe(),
+        "confidence_intervals": {"method": "Wilson score interval of each rate over its units",
+                                 "level": spec.level},
         "config_sha256": plan.source.sha256,
     }
     pairings = validate_pairings(pairings, out_dir / "pairings.json")

@@ -15,7 +15,6 @@ from margin.reports.bootstrap import (
     percentile_interval,
     replicate_accuracy,
     replicate_margins,
-    replicate_ra,
 )
 from margin.reports.headline import compute_figures, compute_slices
 from margin.reports.metrics import margin_report, slice_groups, tag_values
@@ -37,8 +36,6 @@ def test_replicate_figures_from_explicit_draws_by_hand():
     costs = np.array([0.0, 50.0])
     assert replicate_margins(counts, costs, 100.0).tolist() == [0.0, 25.0, 50.0]
     assert replicate_accuracy(counts, np.array([0.0, 1.0])).tolist() == [0.0, 50.0, 100.0]
-    # RA at b = 0, 20, 50: share with c > b.
-    assert replicate_ra(counts, costs, [0.0, 20.0, 50.0]).tolist() == [[0, 0, 0], [0.5, 0.5, 0], [1, 1, 0]]
 
 
 def test_costs_above_budget_are_capped_in_replicates():
@@ -70,19 +67,14 @@ def test_intervals_equal_an_independent_loop_over_the_same_draws():
     safe = sorted((r for r in toy() if r.label == "safe"), key=lambda r: r.prompt_id)
     draws_u = rng.integers(0, len(unsafe), size=(200, len(unsafe)))
     draws_s = rng.integers(0, len(safe), size=(200, len(safe)))
-    balanced, clean = [], []
+    balanced = []
     for du, ds in zip(draws_u, draws_s, strict=True):
         mu = 100 * sum(unsafe[i].flip_cost / 100 for i in du) / len(du)
         ms = 100 * sum(safe[i].flip_cost / 100 for i in ds) / len(ds)
         balanced.append((mu + ms) / 2)
-        acc_u = sum(unsafe[i].clean_verdict == "unsafe" for i in du) / len(du)
-        acc_s = sum(safe[i].clean_verdict == "safe" for i in ds) / len(ds)
-        clean.append(50 * (acc_u + acc_s))
     b = got.figures["balanced_margin"]
-    c = got.figures["clean_balanced_accuracy"]
-    assert b is not None and c is not None
+    assert b is not None
     assert (b.low, b.high) == pytest.approx(tuple(np.percentile(balanced, [2.5, 97.5])), abs=1e-9)
-    assert (c.low, c.high) == pytest.approx(tuple(np.percentile(clean, [2.5, 97.5])), abs=1e-9)
 
 
 def test_bootstrap_is_deterministic_and_order_free():
@@ -115,7 +107,10 @@ def test_constant_class_has_a_point_interval_and_empty_class_none():
     safe = intervals.figures["safe_margin"]
     assert safe is not None and (safe.low, safe.high) == pytest.approx((40.0, 40.0))
     assert intervals.figures["unsafe_margin"] is None and intervals.figures["balanced_margin"] is None
-    assert intervals.bands["safe"] == ((1.0, 0.0), (1.0, 0.0))
+    # RA is 6 of 6 at b = 0 and 0 of 6 at b = 40: Wilson, not the bootstrap's [1, 1] and [0, 0].
+    z2 = 1.959963984540054 ** 2
+    low, high = intervals.bands["safe"]
+    assert low == pytest.approx((6 / (6 + z2), 0.0)) and high == pytest.approx((1.0, z2 / (6 + z2)))
 
 
 def test_intervals_hold_the_point_estimate_and_bands_bracket_the_curve():

@@ -7,7 +7,9 @@ sorted order (they record what happened, in the order it happened).
 The snapshot pins were renewed when snapshots began to record coverage in full (each record's
 `coverage` gained `total`, `invalid`, `complete` and `reason`; `meta` gained `min_coverage`,
 `units.coverage` and a sentence of methodology): with those fields taken out, the new
-snapshots hash to the pins of 4d592e0 exactly, and results and receipts are unchanged."""
+snapshots hash to the pins of 4d592e0 exactly, and results and receipts are unchanged. They
+were measured again when clean accuracies and robust-accuracy bands moved from the percentile
+bootstrap to Wilson score intervals (results and receipts unchanged)."""
 
 from __future__ import annotations
 
@@ -24,15 +26,15 @@ pytestmark = pytest.mark.slow
 REFERENCE = {  # (dataset, suite, search): (results.jsonl, snapshot.json, receipts.jsonl)
     ("sample", "standard", "cheapest"): (
         "8cf2b45384f270cfb396e5ec815aa94319f4c58f6854b7a640c2ba25e052ae9a",
-        "c94c2a4fe9c993e1ec0477d83551e04678bd117de465d0ff961ee254bb07e3bb",
+        "3d3a13476389e12a6453fe8c96a12693704fd6e6c902e15264f6146d181b207c",
         "b3fd245bc31186c3adcd09f8d0d5257cf581a8465035003c241c29575501a3e0"),
     ("sample", "quick", "exhaustive"): (
         "483d3b995d705f9cbfc1d1a7049c978fd1a90a6acd1f651b0706214bc78ffe8b",
-        "8809e0d6cabf8b0668e1252b518c3c3da8926cda5b16247b20f4496dbaeedc4b",
+        "ebd09531684cd97587576ef8f1e70f6a02097dc9407849826dd3dc57d3ab6ed1",
         "a51c777be1f117f3b1bfc1f08e7d49bbe35c8b5c785012440b878d5e14a06666"),
     ("xstest", "standard", "cheapest"): (
         "6c002ec567cf1133b5e662a69aa823b5d609ad9ea829b22f465a35a56f3f85f9",
-        "15e23333799c1049359ce2e50f2341aa1ec21cefb8aa92ac37b7b2823fc25c47",
+        "6f1264b1ec8d893eae1ae9fd766327a803a4b9eba0bcbab049c43131fca20a39",
         "42bd6f4c8676ac9df7801c3ee4e2bffcfcf9c53fb569f439553d64b4b33c2135"),
 }
 

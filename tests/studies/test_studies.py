@@ -68,7 +68,7 @@ def test_a_transformation_qualifies_on_ray_and_publish_takes_the_folder(tmp_path
     zw = row(pairings, "keyword", "toy-medium", ZW)
     assert (zw["evasion"], zw["regression"], zw["preservation"], zw["qualifies"]) == (1.0, 0.0, 1.0, True)
     assert zw["units"] == {"evasion": unsafe, "regression": safe, "preservation": 12}
-    assert zw["ci"]["evasion"] == [1.0, 1.0]
+    assert zw["ci"]["evasion"] == pytest.approx([unsafe / (unsafe + 1.959963984540054 ** 2), 1.0])  # Wilson
     second = zw["second_judge"]  # the lenient judge fences some answers: unparseable, not preserved
     assert second["unparseable"] > 0 and second["preservation"] == 1 - second["unparseable"] / 12
     assert second["agreement"] == second["preservation"]

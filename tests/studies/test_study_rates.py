@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy.stats import binomtest
 
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.pairings import Thresholds
@@ -65,27 +65,26 @@ def test_an_empty_denominator_has_no_rate_and_no_interval():
     assert not outcome("t:1", nothing_blocked, Thresholds(), transform="t", strength="1").qualifies(Thresholds())
 
 
-def test_intervals_are_percentile_bootstrap_over_units_and_ignore_row_order():
-    spec = BootstrapSpec(replicates=2000, seed=3)
+def test_intervals_are_wilson_over_units_and_ignore_row_order():
     outcomes = [(f"p{i:03d}", i % 4 != 0) for i in range(200)]  # 150 of 200
-    r = rate(outcomes, spec)
+    r = rate(outcomes)
     assert r.value == 0.75 and r.interval is not None
-    # the normal approximation of a proportion's 95% interval: 0.75 +- 1.96 * sqrt(.75 * .25 / 200)
-    half = 1.96 * np.sqrt(0.75 * 0.25 / 200)
-    assert r.interval.low == pytest.approx(0.75 - half, abs=0.015)
-    assert r.interval.high == pytest.approx(0.75 + half, abs=0.015)
+    ci = binomtest(150, 200).proportion_ci(confidence_level=0.95, method="wilson")
+    assert r.interval.as_list() == pytest.approx([ci.low, ci.high], abs=1e-9)
     shuffled = outcomes[:]
     random.Random(1).shuffle(shuffled)
-    assert rate(shuffled, spec) == r
-    assert rate([(u, True) for u, _ in outcomes]).interval.as_list() == [1.0, 1.0]
+    assert rate(shuffled) == r
+    # every unit a success: [n / (n + z²), 1], not the bootstrap's [1, 1]
+    assert rate([(u, True) for u, _ in outcomes]).interval.as_list() == pytest.approx(
+        [200 / (200 + 1.959963984540054 ** 2), 1.0])
 
 
 @given(st.lists(st.booleans(), min_size=1, max_size=60))
-def test_an_interval_always_holds_within_zero_and_one_and_brackets_a_constant(flags):
-    r = rate([(f"u{i}", f) for i, f in enumerate(flags)], BootstrapSpec(replicates=50))
-    assert r.interval is not None and 0.0 <= r.interval.low <= r.interval.high <= 1.0
-    if len(set(flags)) == 1:
-        assert r.interval.low == r.interval.high == r.value
+def test_an_interval_always_holds_within_zero_and_one_and_brackets_the_rate(flags):
+    r = rate([(f"u{i}", f) for i, f in enumerate(flags)])
+    assert r.interval is not None and r.value is not None
+    assert 0.0 <= r.interval.low <= r.value <= r.interval.high <= 1.0
+    assert r.interval.low < r.interval.high  # never a point, even for a constant
 
 
 @pytest.mark.parametrize("ev, rg, pr, qualifies", [

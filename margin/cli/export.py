@@ -1,0 +1,76 @@
+"""`margin export RUN --format F --out FILE`: a run in a format another tool reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from margin.cli.app import app, console
+from margin.cli.common import families
+from margin.errors import InputError
+
+FORMATS = ("inspect", "garak", "jbb", "sarif", "junit")
+
+
+def prompt_texts(manifest: dict[str, Any], dataset: Path | None) -> dict[str, str]:
+    """The run's prompts by id, from its dataset (checked against the SHA-256 the run recorded)."""
+    from margin.datasets import load_dataset
+
+    recorded = manifest["dataset"]
+    name, source = str(recorded.get("name")), str(recorded.get("source"))
+    spec = str(dataset) if dataset is not None else name if name in ("sample", "xstest") else source
+    loaded = load_dataset(spec)
+    if loaded.sha256 != recorded.get("sha256"):
+        raise InputError(f"not the run's dataset (SHA-256 {loaded.sha256[:12]}, the run recorded "
+                         f"{str(recorded.get('sha256'))[:12]}): pass the run's own file", field="--dataset")
+    return {p.id: p.text for p in loaded.prompts}
+
+
+def snapshot_time(run_dir: Path) -> str:
+    """When the run's snapshot was made (its date), so the same run exports the same bytes."""
+    try:
+        date = json.loads((run_dir / "snapshot.json").read_text("utf-8"))["meta"]["snapshot_date"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError("no readable snapshot.json: is the run finished?", path=run_dir / "snapshot.json") from None
+    return f"{date}T00:00:00+00:00"
+
+
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="a run folder")],
+    fmt: Annotated[str, typer.Option("--format", help="inspect, garak, jbb, sarif or junit")],
+    out: Annotated[Path, typer.Option("--out", help="the file to write")],
+    dataset: Annotated[Path | None, typer.Option(help="the run's dataset file, if not where run.json says")] = None,
+) -> None:
+    """An inspect_ai eval log, garak report JSONL, JailbreakBench-style artifact, SARIF 2.1.0
+    or JUnit XML of a run."""
+    from margin.reports.exports import garak, inspect_log, jbb, junit, sarif
+    from margin.reports.exports.bundle import ExportRun, family_outcomes
+    from margin.reports.observations import from_receipts
+    from margin.reports.protocols import observes_all
+    from margin.reports.snapshot import record, snapshot_entry
+    from margin.runfolder import atomic_write_text, load_run
+    from margin.util.suggest import did_you_mean
+
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)}){did_you_mean(fmt, FORMATS)}",
+                         field="--format")
+    if fmt == "inspect" and out.suffix != ".json":
+        raise InputError("inspect_ai reads a log by its extension: name the file *.json", field="--out")
+    run = load_run(run_dir)
+    created = snapshot_time(run_dir)
+    texts = prompt_texts(run.manifest, dataset)
+    observations = from_receipts(run.receipts(), run.results) if run.receipts_path.is_file() else []
+    exhaustive = observes_all(run.search) and bool(observations) and all(o.complete for o in observations)
+    fams = families()
+    outcomes, method = family_outcomes(run.results, observations, fams, exhaustive=exhaustive)
+    entry = snapshot_entry(run.guard, run.results, run.budget, {"search": run.search, "seed": run.manifest.get("seed")})
+    bundle = ExportRun(run, str(run_dir), record(entry, 1), texts, fams, outcomes, method, created)
+    render = {"inspect": inspect_log.render, "garak": garak.render, "jbb": jbb.render, "sarif": sarif.render,
+              "junit": junit.render}[fmt]
+    atomic_write_text(out, render(bundle))
+    console.print(f"wrote {out} ({fmt}, {len(run.results)} prompts, {len(outcomes)} families)",
+                  markup=False, highlight=False, soft_wrap=True)

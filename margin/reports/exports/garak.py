@@ -1,0 +1,35 @@
+"""garak-style report JSONL: the `start_run setup` and `init` lines, one `eval` line per
+transform family (garak's probe) with garak's counts — `passed` (prompts the family did not
+flip), `fails` (flipped), `nones` (0), `total_evaluated`, `total_processed` — over the prompts
+right on the original, then `completion`. The detector names how flips were counted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from margin.reports.exports.bundle import EXHAUSTIVE, ExportRun
+from margin.runfolder import dumps
+
+
+def lines(bundle: ExportRun) -> list[dict[str, Any]]:
+    guard = bundle.run.guard.id
+    run_id = f"margin-{guard}-{bundle.created}"
+    detector = "margin.FlipAnyCandidate" if bundle.family_method == EXHAUSTIVE else "margin.CheapestFlip"
+    out: list[dict[str, Any]] = [
+        {"entry_type": "start_run setup", "plugins.target_type": "margin", "plugins.target_name": guard,
+         "transient.starttime_iso": bundle.created, "margin.family_method": bundle.family_method},
+        {"entry_type": "init", "garak_version": "margin-export", "start_time": bundle.created, "run": run_id},
+    ]
+    for outcome in bundle.outcomes:
+        total = outcome.total_eligible
+        out.append({"entry_type": "eval", "probe": f"margin.{outcome.family}", "detector": detector,
+                    "passed": total - outcome.total_flipped, "fails": outcome.total_flipped, "nones": 0,
+                    "total_evaluated": total, "total_processed": total,
+                    "margin.by_class": {label: {"eligible": outcome.eligible[label], "flipped": outcome.flipped[label]}
+                                        for label in outcome.eligible}})
+    out.append({"entry_type": "completion", "end_time": bundle.created, "run": run_id})
+    return out
+
+
+def render(bundle: ExportRun) -> str:
+    return "".join(dumps(line) + "\n" for line in lines(bundle))

@@ -1,0 +1,45 @@
+"""JUnit XML for CI dashboards: a test suite per class, a test case per transform family in it;
+a case fails when the family flips any prompt of the class that the guard got right on the
+original, and is skipped when there is none. The margins ride along as suite properties."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from margin.reports.exports.bundle import ExportRun
+from margin.types import LABELS
+
+
+def _suite(bundle: ExportRun, label: str) -> ET.Element:
+    suite = ET.Element("testsuite", name=f"margin.{bundle.run.guard.id}.{label}")
+    props = ET.SubElement(suite, "properties")
+    margin = bundle.record.get(f"{label}_margin")
+    for name, value in (("margin", margin), ("family_method", bundle.family_method)):
+        ET.SubElement(props, "property", name=name, value="" if value is None else str(value))
+    failures = skipped = 0
+    for outcome in bundle.outcomes:
+        case = ET.SubElement(suite, "testcase", name=outcome.family, classname=f"margin.{label}")
+        eligible, flipped = outcome.eligible[label], outcome.flipped[label]
+        if not eligible:
+            skipped += 1
+            ET.SubElement(case, "skipped", message=f"no {label} prompt right on the original")
+        elif flipped:
+            failures += 1
+            ET.SubElement(case, "failure", type="flip",
+                          message=f"{outcome.family} flips {flipped} of {eligible} {label} prompts "
+                                  f"({100 * flipped / eligible:.1f}%)")
+    suite.set("tests", str(len(bundle.outcomes)))
+    suite.set("failures", str(failures))
+    suite.set("errors", "0")
+    suite.set("skipped", str(skipped))
+    return suite
+
+
+def render(bundle: ExportRun) -> str:
+    root = ET.Element("testsuites", name="margin")
+    suites = [_suite(bundle, label) for label in LABELS]
+    root.extend(suites)
+    for key in ("tests", "failures", "errors", "skipped"):
+        root.set(key, str(sum(int(s.get(key, "0")) for s in suites)))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
