@@ -71,6 +71,10 @@ VARIANT_KINDS = ("tokenbreak-prefix", "space-in-word", "char-deletion", "char-su
 CLOSE = 0.4
 #: how many of the strongest helpful knock-outs ride along in every put-in candidate.
 BOOST = 2
+#: with scores: how many guard calls the sweep over one-edit variants may spend before the
+#: other steps (by the prompt's label), and how many variants it asks a round (docs/adaptive.md).
+SWEEP_CALLS = {"unsafe": 24, "safe": 24}
+SWEEP_ROUND = 4
 
 
 class AdaptiveSearch(PlannedSearch):
@@ -113,6 +117,9 @@ class AdaptiveSearch(PlannedSearch):
                 yield from self._react_and_combine()
                 if self._at_floor():
                     return
+                yield from self._sweep_one_edits(SWEEP_CALLS[self.prompt.label], SWEEP_ROUND)
+                if self._at_floor():
+                    return
             if self.prompt.label == "safe":
                 yield from self._put_in()
             # With scores, the knock-outs above already chose words by the guard's reaction:
@@ -136,6 +143,7 @@ class AdaptiveSearch(PlannedSearch):
                 return
             base = self._toward_flip(self.by_text.get(self.text))
             gains = {a: self._toward_flip(v) - base for a, v in zip(atoms, verdicts, strict=True)}
+            self.gains.update(gains)
             if max(abs(g) for g in gains.values()) < 1e-6:
                 continue  # the guard ignores this family: try the next
             helpful = sorted((a for a in atoms if gains[a] > 0), key=lambda a: (-gains[a], atoms.index(a)))

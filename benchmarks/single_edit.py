@@ -1,0 +1,111 @@
+"""The exhaustive single-edit minimum of a fixed sample of XSTest prompts, and adaptive against it.
+
+    python benchmarks/single_edit.py --guard minilm --sample 120 --verdicts runs/one-edit.jsonl
+    python benchmarks/single_edit.py --guard minilm --sample 120 --verdicts runs/one-edit.jsonl \\
+        --adaptive --json runs/one-edit.json
+
+The sample: of the prompts the guard gets right, in dataset order, `--sample` evenly spaced ones
+(i * n // sample). For each, every one-edit variant (`margin.search.single_edits`) is judged
+and its verdict written to `--verdicts` (JSON lines, one prompt a line; a prompt already there
+is not asked again, so an interrupted run resumes). `--adaptive` then runs `--search adaptive`
+on the same prompts (the in-process engine) and compares each prompt's cost with the minimum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from margin.guards.make import load_guard  # noqa: E402
+from margin.runs.config import RunConfig  # noqa: E402
+from margin.runs.execute import execute  # noqa: E402
+from margin.runs.prepare import prepare  # noqa: E402
+from margin.search.single_edits import single_edit_minimum  # noqa: E402
+
+EPS = 1e-9
+
+
+def sample(prompts: list[Any], verdicts: list[Any], size: int) -> list[Any]:
+    right = [p for p, v in zip(prompts, verdicts, strict=True) if v is not None and not v.is_wrong_for(p.label)]
+    return [right[i * len(right) // size] for i in range(min(size, len(right)))]
+
+
+def exhaustive(guard: Any, prompts: list[Any], cost_model: Any, path: Path) -> dict[str, dict[str, Any]]:
+    done: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            done[row["id"]] = row
+    with path.open("a") as out:
+        for prompt in prompts:
+            if prompt.id in done:
+                continue
+            found = single_edit_minimum(guard.classify, prompt.text, prompt.label, cost_model)
+            row = {"id": prompt.id, "label": prompt.label, "text": prompt.text, "minimum": found.cost,
+                   "flips": [[e.kind, str(e.op)] for e in found.flips], "asked": found.asked,
+                   "p_unsafe": [[e.kind, str(e.op), v.p_unsafe if v else None] for e, v in found.verdicts]}
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            done[prompt.id] = row
+    return done
+
+
+def adaptive(guard_spec: str, ids: set[str], max_calls: int | None) -> dict[str, Any]:
+    config = RunConfig(guard=guard_spec, dataset="xstest", search="adaptive", max_calls=max_calls,
+                       batch_size=256, engine="local")
+    prepared = prepare(config)
+    prepared.prompts = tuple(p for p in prepared.prompts if p.id in ids)
+    with tempfile.TemporaryDirectory() as folder:
+        outcome = execute(prepared, Path(folder) / "run")
+    return {r.prompt_id: r for r in outcome.results}
+
+
+def compare(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for label in ("unsafe", "safe"):
+        mine = [rows[i] for i in rows if rows[i]["label"] == label and i in results]
+        has = [r for r in mine if r["minimum"] is not None]
+        above = [r["id"] for r in has if results[r["id"]].flip_cost is None
+                 or results[r["id"]].flip_cost > r["minimum"] + EPS]
+        broken = [r for r in mine if results[r["id"]].flip is not None]
+        calls = sum(results[r["id"]].guard_calls for r in mine)
+        out[label] = {"prompts": len(mine), "with_one_edit_flip": len(has), "adaptive_above_minimum": above,
+                      "broken": len(broken), "guard_calls": calls,
+                      "calls_per_success": calls / len(broken) if broken else None,
+                      "mean_cost": sum(results[r["id"]].flip_cost for r in broken) / len(broken) if broken else None}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--guard", default="minilm")
+    parser.add_argument("--sample", type=int, default=120)
+    parser.add_argument("--verdicts", type=Path, required=True)
+    parser.add_argument("--adaptive", action="store_true")
+    parser.add_argument("--max-calls", type=int, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    prepared = prepare(RunConfig(guard=args.guard, dataset="xstest", search="adaptive"))
+    guard = load_guard(args.guard)
+    prompts = list(prepared.prompts)
+    chosen = sample(prompts, guard.classify([p.text for p in prompts]), args.sample)
+    rows = exhaustive(guard, chosen, prepared.cost_model, args.verdicts)
+    rows = {p.id: rows[p.id] for p in chosen}
+    report: dict[str, Any] = {"guard": args.guard, "sample": len(chosen),
+                              "with_one_edit_flip": sum(1 for r in rows.values() if r["minimum"] is not None)}
+    if args.adaptive:
+        report["adaptive"] = compare(rows, adaptive(args.guard, set(rows), args.max_calls))
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
