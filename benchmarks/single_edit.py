@@ -22,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import margin.search.adaptive as adaptive_module  # noqa: E402
 from margin.guards.make import load_guard  # noqa: E402
 from margin.runs.config import RunConfig  # noqa: E402
 from margin.runs.execute import execute  # noqa: E402
@@ -66,6 +67,13 @@ def adaptive(guard_spec: str, ids: set[str], max_calls: int | None) -> dict[str,
     return {r.prompt_id: r for r in outcome.results}
 
 
+def table(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per prompt: the exhaustive single-edit minimum against adaptive's cost, calls and tag."""
+    return [{"id": i, "label": r["label"], "minimum": r["minimum"], "adaptive": results[i].flip_cost,
+             "calls": results[i].guard_calls, "one_edit": dict(results[i].extra).get("one_edit")}
+            for i, r in rows.items() if i in results]
+
+
 def compare(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label in ("unsafe", "safe"):
@@ -75,7 +83,9 @@ def compare(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> dict[st
                  or results[r["id"]].flip_cost > r["minimum"] + EPS]
         broken = [r for r in mine if results[r["id"]].flip is not None]
         calls = sum(results[r["id"]].guard_calls for r in mine)
+        minimal = [r["id"] for r in mine if dict(results[r["id"]].extra).get("one_edit") == "minimal"]
         out[label] = {"prompts": len(mine), "with_one_edit_flip": len(has), "adaptive_above_minimum": above,
+                      "tagged_minimal": len(minimal),
                       "broken": len(broken), "guard_calls": calls,
                       "calls_per_success": calls / len(broken) if broken else None,
                       "mean_cost": sum(results[r["id"]].flip_cost for r in broken) / len(broken) if broken else None}
@@ -90,17 +100,30 @@ def main() -> None:
     parser.add_argument("--adaptive", action="store_true")
     parser.add_argument("--max-calls", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--cached-only", action="store_true",
+                        help="only the sample's prompts already in --verdicts (ask no one-edit variant)")
+    parser.add_argument("--sweep-calls", type=int, default=None, help="adaptive's early sweep limit (both labels)")
+    parser.add_argument("--no-tail", action="store_true", help="adaptive without the sweep of the calls left")
+    parser.add_argument("--no-sweep", action="store_true", help="adaptive without any sweep (as before issue 23)")
     args = parser.parse_args()
+    if args.sweep_calls is not None or args.no_sweep:
+        adaptive_module.SWEEP_CALLS = dict.fromkeys(("unsafe", "safe"), 0 if args.no_sweep else args.sweep_calls)
+    adaptive_module.SWEEP_TAIL = not (args.no_tail or args.no_sweep)
     prepared = prepare(RunConfig(guard=args.guard, dataset="xstest", search="adaptive"))
     guard = load_guard(args.guard)
     prompts = list(prepared.prompts)
     chosen = sample(prompts, guard.classify([p.text for p in prompts]), args.sample)
+    if args.cached_only:
+        cached = {json.loads(line)["id"] for line in args.verdicts.read_text().splitlines()}
+        chosen = [p for p in chosen if p.id in cached]
     rows = exhaustive(guard, chosen, prepared.cost_model, args.verdicts)
     rows = {p.id: rows[p.id] for p in chosen}
     report: dict[str, Any] = {"guard": args.guard, "sample": len(chosen),
                               "with_one_edit_flip": sum(1 for r in rows.values() if r["minimum"] is not None)}
     if args.adaptive:
-        report["adaptive"] = compare(rows, adaptive(args.guard, set(rows), args.max_calls))
+        results = adaptive(args.guard, set(rows), args.max_calls)
+        report["adaptive"] = compare(rows, results)
+        report["per_prompt"] = table(rows, results)
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:

@@ -75,6 +75,9 @@ BOOST = 2
 #: other steps (by the prompt's label), and how many variants it asks a round (docs/adaptive.md).
 SWEEP_CALLS = {"unsafe": 24, "safe": 24}
 SWEEP_ROUND = 4
+#: with scores, when no one-edit flip has been found by the end, spend the calls left on the
+#: sweep (a one-edit flip it finds is a cheaper flip; one that asks them all certifies the cost).
+SWEEP_TAIL = True
 
 
 class AdaptiveSearch(PlannedSearch):
@@ -126,6 +129,8 @@ class AdaptiveSearch(PlannedSearch):
             # the guard-blind take-out runs only when they found no flip.
             if not self._at_floor() and (self.best() is None or (self.prompt.label == "unsafe" and not scored)):
                 yield from self._take_out()
+            if scored and SWEEP_TAIL and not self._at_floor():  # the calls left go to one-edit variants
+                yield from self._sweep_one_edits(self.max_calls, SWEEP_ROUND)
         except OutOfCalls:
             return
 

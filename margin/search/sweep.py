@@ -20,7 +20,7 @@ from margin.transforms.words import word_spans
 #: to change a word that keeps no letter a tokenizer could still read as before.
 PROBE_KIND = "deletion"
 SPREAD = 1
-SPOT_WEIGHT = 2.0
+SPOT_WEIGHT = 1.0
 
 
 class OneEditSweep:
