@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from margin.cost import CostModel
+from margin.reports.metrics import ONE_EDIT_TAG
 from margin.search.candidates import Candidates
 from margin.search.edits import ADAPTIVE, Op, apply_ops, format_script
 from margin.search.single_edits import one_edits
@@ -23,7 +24,6 @@ from margin.search.sweep import OneEditSweep
 from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
 
 Asks = Generator[list[Candidate], None, Any]
-ONE_EDIT_TAG = "one_edit"  # the results' tag: is a cost minimal among one-edit flips?
 
 
 class OutOfCalls(Exception):

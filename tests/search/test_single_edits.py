@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+import margin
 from margin.cost import CostModel, edit_distance
 from margin.runs.session import drive
 from margin.search.adaptive import AdaptiveSearch
@@ -125,3 +128,23 @@ def test_an_op_of_the_sweep_round_trips_through_an_edit_script():
         script = str(edit.op)
         assert rebuild_text("Kill it?", "adaptive", script, 0) == apply_ops("Kill it?", [Op.replace(
             edit.op.start, edit.op.end, edit.op.text)], 0)
+
+
+def test_results_record_the_bound_and_margin_report_shows_it(tmp_path):
+    from tests.support.cli import margin as margin_cli
+
+    margin.run("keyword", dataset="sample", search="adaptive", engine="local", cache=False, out=tmp_path / "r")
+    records = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    right = [r for r in records if r["status"] == "scored" and r["flip_cost"] not in (0, None)]
+    assert right and all(r["tags"]["one_edit"] in ("minimal", "upper-bound") for r in right)
+    unit = min(r["flip_cost"] for r in right)
+    # the keyword guard reports no score, so nothing is swept: one edit's cost is minimal, more is a bound
+    assert all((r["tags"]["one_edit"] == "minimal") == (r["flip_cost"] <= unit + EPS) for r in right if r["flip"])
+    proc = margin_cli("report", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    minimal = sum(r["tags"]["one_edit"] == "minimal" for r in right)
+    shown = " ".join(proc.stdout.split())
+    assert f"one-edit bound ({minimal} of {len(right)} costs certified minimal among one-edit flips" in shown
+    one = next(r for r in right if r["tags"]["one_edit"] == "minimal")
+    assert f"│ {one['prompt_id']} │ {one['label']} │ {one['flip_cost']:.2f} │ minimal │" in shown
+    assert "slices by one_edit" not in shown  # an outcome, not a property of the prompts: never a slice
