@@ -34,7 +34,8 @@ EPS = 1e-9
 
 def sample(prompts: list[Any], verdicts: list[Any], size: int) -> list[Any]:
     right = [p for p, v in zip(prompts, verdicts, strict=True) if v is not None and not v.is_wrong_for(p.label)]
-    return [right[i * len(right) // size] for i in range(min(size, len(right)))]
+    size = min(size, len(right))
+    return [right[i * len(right) // size] for i in range(size)]
 
 
 def exhaustive(guard: Any, prompts: list[Any], cost_model: Any, path: Path) -> dict[str, dict[str, Any]]:
@@ -100,6 +101,8 @@ def main() -> None:
     parser.add_argument("--adaptive", action="store_true")
     parser.add_argument("--max-calls", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--adaptive-only", action="store_true",
+                        help="run adaptive on the whole sample and report its figures; no one-edit variant asked")
     parser.add_argument("--cached-only", action="store_true",
                         help="only the sample's prompts already in --verdicts (ask no one-edit variant)")
     parser.add_argument("--sweep-calls", type=int, default=None, help="adaptive's early sweep limit (both labels)")
@@ -113,6 +116,14 @@ def main() -> None:
     guard = load_guard(args.guard)
     prompts = list(prepared.prompts)
     chosen = sample(prompts, guard.classify([p.text for p in prompts]), args.sample)
+    if args.adaptive_only:
+        results = adaptive(args.guard, {p.id for p in chosen}, args.max_calls)
+        rows = {p.id: {"id": p.id, "label": p.label, "minimum": None} for p in chosen}
+        report = {"guard": args.guard, "sample": len(chosen), "adaptive": compare(rows, results)}
+        print(json.dumps(report, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2) + "\n")
+        return
     if args.cached_only:
         cached = {json.loads(line)["id"] for line in args.verdicts.read_text().splitlines()}
         chosen = [p for p in chosen if p.id in cached]
