@@ -78,6 +78,8 @@ SWEEP_ROUND = 4
 #: with scores, when no one-edit flip has been found by the end, spend the calls left on the
 #: sweep (a one-edit flip it finds is a cheaper flip; one that asks them all certifies the cost).
 SWEEP_TAIL = True
+#: whether the knock-out round's moves seed the sweep's word sensitivities
+SWEEP_SEEDED = True
 
 
 class AdaptiveSearch(PlannedSearch):
@@ -120,7 +122,7 @@ class AdaptiveSearch(PlannedSearch):
                 yield from self._react_and_combine()
                 if self._at_floor():
                     return
-                yield from self._sweep_one_edits(SWEEP_CALLS[self.prompt.label], SWEEP_ROUND)
+                yield from self._sweep_one_edits(SWEEP_CALLS[self.prompt.label], SWEEP_ROUND, SWEEP_SEEDED)
                 if self._at_floor():
                     return
             if self.prompt.label == "safe":
@@ -130,7 +132,7 @@ class AdaptiveSearch(PlannedSearch):
             if not self._at_floor() and (self.best() is None or (self.prompt.label == "unsafe" and not scored)):
                 yield from self._take_out()
             if scored and SWEEP_TAIL and not self._at_floor():  # the calls left go to one-edit variants
-                yield from self._sweep_one_edits(self.max_calls, SWEEP_ROUND)
+                yield from self._sweep_one_edits(self.max_calls, SWEEP_ROUND, SWEEP_SEEDED)
         except OutOfCalls:
             return
 

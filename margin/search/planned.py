@@ -183,14 +183,15 @@ class PlannedSearch(PromptSearch):
 
     # -- one-edit variants -------------------------------------------------------------------
 
-    def _sweep_one_edits(self, limit: int, round_size: int) -> Asks:
+    def _sweep_one_edits(self, limit: int, round_size: int, seeded: bool = True) -> Asks:
         """Ask one-edit variants (`single_edits`) best first by what the guard has shown
         (`sweep`): a probe in every word not yet measured, then rounds of the likeliest,
-        until one flips at one edit's cost or `limit` calls are spent."""
+        until one flips at one edit's cost or `limit` calls are spent. `seeded`: words whose
+        knock-out was asked start at its move (else they are probed like the rest)."""
         base = self._toward_flip(self.by_text.get(self.text))
         if self._sweep is None:
             self._sweep = OneEditSweep(self.text)
-            for op, gain in self.gains.items():
+            for op, gain in self.gains.items() if seeded else ():
                 self._sweep.measured(op.start, gain)
         sweep, spent = self._sweep, 0
         rounds = [sweep.probes()]
