@@ -79,7 +79,7 @@ SWEEP_ROUND = 4
 #: sweep (a one-edit flip it finds is a cheaper flip; one that asks them all certifies the cost).
 SWEEP_TAIL = True
 #: whether the knock-out round's moves seed the sweep's word sensitivities
-SWEEP_SEEDED = True
+SWEEP_SEEDED = False
 
 
 class AdaptiveSearch(PlannedSearch):
