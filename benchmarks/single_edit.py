@@ -108,9 +108,12 @@ def main() -> None:
     parser.add_argument("--sweep-calls", type=int, default=None, help="adaptive's early sweep limit (both labels)")
     parser.add_argument("--no-tail", action="store_true", help="adaptive without the sweep of the calls left")
     parser.add_argument("--no-sweep", action="store_true", help="adaptive without any sweep (as before issue 23)")
+    parser.add_argument("--never-give-up", action="store_true", help="the calls-left sweep never stops early")
     parser.add_argument("--seeded", action="store_true", help="the knock-out round seeds the sweep")
     args = parser.parse_args()
     adaptive_module.SWEEP_SEEDED = args.seeded
+    if args.never_give_up:
+        adaptive_module.SWEEP_GIVE_UP = None
     if args.sweep_calls is not None or args.no_sweep:
         adaptive_module.SWEEP_CALLS = dict.fromkeys(("unsafe", "safe"), 0 if args.no_sweep else args.sweep_calls)
     adaptive_module.SWEEP_TAIL = not (args.no_tail or args.no_sweep)

@@ -80,6 +80,9 @@ SWEEP_ROUND = 4
 SWEEP_TAIL = True
 #: whether the knock-out round's moves seed the sweep's word sensitivities
 SWEEP_SEEDED = False
+#: the calls-left sweep gives up once this many variants are asked and none came within this
+#: closeness of flipping (p_unsafe 0.1 for a safe prompt; measured on minilm, docs/adaptive.md).
+SWEEP_GIVE_UP: tuple[int, float] | None = (40, 0.1)
 
 
 class AdaptiveSearch(PlannedSearch):
@@ -132,7 +135,7 @@ class AdaptiveSearch(PlannedSearch):
             if not self._at_floor() and (self.best() is None or (self.prompt.label == "unsafe" and not scored)):
                 yield from self._take_out()
             if scored and SWEEP_TAIL and not self._at_floor():  # the calls left go to one-edit variants
-                yield from self._sweep_one_edits(self.max_calls, SWEEP_ROUND, SWEEP_SEEDED)
+                yield from self._sweep_one_edits(self.max_calls, SWEEP_ROUND, SWEEP_SEEDED, SWEEP_GIVE_UP)
         except OutOfCalls:
             return
 

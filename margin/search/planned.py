@@ -183,11 +183,14 @@ class PlannedSearch(PromptSearch):
 
     # -- one-edit variants -------------------------------------------------------------------
 
-    def _sweep_one_edits(self, limit: int, round_size: int, seeded: bool = True) -> Asks:
+    def _sweep_one_edits(self, limit: int, round_size: int, seeded: bool = True,
+                         give_up: tuple[int, float] | None = None) -> Asks:
         """Ask one-edit variants (`single_edits`) best first by what the guard has shown
         (`sweep`): a probe in every word not yet measured, then rounds of the likeliest,
         until one flips at one edit's cost or `limit` calls are spent. `seeded`: words whose
-        knock-out was asked start at its move (else they are probed like the rest)."""
+        knock-out was asked start at its move (else they are probed like the rest).
+        `give_up` (n, closeness): stop once n variants are asked and none came closer to
+        flipping than that (`_toward_flip`: the p_unsafe of a safe prompt, 1 - it of an unsafe one)."""
         base = self._toward_flip(self.by_text.get(self.text))
         if self._sweep is None:
             self._sweep = OneEditSweep(self.text)
@@ -196,6 +199,8 @@ class PlannedSearch(PromptSearch):
         sweep, spent = self._sweep, 0
         rounds = [sweep.probes()]
         while spent < limit and not sweep.complete and not self._at_floor():
+            if give_up and sweep.asked >= give_up[0] and base + sweep.best_move < give_up[1]:
+                return
             batch = (rounds.pop() if rounds else sweep.next(round_size))[: limit - spent]
             before = len(self.issued)
             verdicts = yield from self._ask([self._candidate([e.op]) for e in batch])

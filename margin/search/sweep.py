@@ -35,6 +35,7 @@ class OneEditSweep:
         self.sensitivity: dict[int, float] = {}  # word -> largest move toward a flip seen in it
         self.kind_moves: dict[str, list[float]] = defaultdict(list)
         self.spot: dict[int, float] = {}  # code point -> largest move of an edit asked there
+        self.best_move = float("-inf")  # the largest move of any variant asked
 
     def _word_of(self, position: int) -> int:
         """The word an edit at `position` belongs to: the one containing it (an insertion
@@ -43,6 +44,10 @@ class OneEditSweep:
             if position <= end:
                 return index
         return len(self.spans) - 1
+
+    @property
+    def asked(self) -> int:
+        return self.total - len(self.pending)
 
     @property
     def complete(self) -> bool:
@@ -76,6 +81,7 @@ class OneEditSweep:
         word = self.word.get(edit, self._word_of(edit.op.start))
         self.sensitivity[word] = max(self.sensitivity.get(word, float("-inf")), move)
         self.kind_moves[edit.kind].append(move)
+        self.best_move = max(self.best_move, move)
         self.spot[edit.op.start] = max(self.spot.get(edit.op.start, float("-inf")), move)
 
     def next(self, count: int) -> list[OneEdit]:

@@ -148,3 +148,17 @@ def test_results_record_the_bound_and_margin_report_shows_it(tmp_path):
     one = next(r for r in right if r["tags"]["one_edit"] == "minimal")
     assert f"│ {one['prompt_id']} │ {one['label']} │ {one['flip_cost']:.2f} │ minimal │" in shown
     assert "slices by one_edit" not in shown  # an outcome, not a property of the prompts: never a slice
+
+
+def test_the_calls_left_sweep_gives_up_where_no_variant_comes_close(monkeypatch):
+    import margin.search.adaptive as module
+
+    guard = WeightedLexiconGuard()
+    text = "a quiet afternoon in the park with friends"  # no weighted word: p_unsafe stays at 0.02
+    result, _, search = run_adaptive(guard, text, "safe", max_calls=300)
+    limit, closeness = module.SWEEP_GIVE_UP
+    assert search._sweep is not None and search._sweep.asked >= limit
+    assert search._sweep.asked < limit + module.SWEEP_ROUND + len(search._sweep.spans)  # stopped soon after
+    monkeypatch.setattr(module, "SWEEP_GIVE_UP", None)
+    never, _, _ = run_adaptive(guard, text, "safe", max_calls=300)
+    assert never.guard_calls == 300 > result.guard_calls
