@@ -24,6 +24,10 @@ wrong, in the guard's answer's direction:
   keeping its strongest edit; then knock out every word that helped and keep the fewest
   that flip. Put-in candidates carry the two strongest knock-outs, and the guard-blind
   take-out runs only when they found no flip;
+- with scores, when no flip costs one edit yet: sweep the prompt's one-edit variants
+  (`single_edits`) best first by the guard's measured sensitivity (`sweep`), 24 calls before
+  put-in and take-out and the calls left after them; each result is tagged whether its cost
+  is certified minimal among one-edit flips (`planned.py`);
 - flip, then prune: drop edits one at a time while the candidate still flips;
 - seeded with the standard suite's flip for the prompt (the incumbent), it asks for that
   candidate first and prunes its edits, so its cost never exceeds the suite's.
