@@ -3,6 +3,7 @@
     python benchmarks/single_edit.py --guard minilm --sample 120 --verdicts runs/one-edit.jsonl
     python benchmarks/single_edit.py --guard minilm --sample 120 --verdicts runs/one-edit.jsonl \\
         --adaptive --json runs/one-edit.json
+    python benchmarks/single_edit.py --guard minilm --sample 120 --verdicts runs/one-edit.jsonl --simulate
 
 The sample: of the prompts the guard gets right, in dataset order, `--sample` evenly spaced ones
 (i * n // sample). For each, every one-edit variant (`margin.search.single_edits`) is judged
@@ -17,6 +18,7 @@ import argparse
 import json
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,9 @@ from margin.guards.make import load_guard  # noqa: E402
 from margin.runs.config import RunConfig  # noqa: E402
 from margin.runs.execute import execute  # noqa: E402
 from margin.runs.prepare import prepare  # noqa: E402
-from margin.search.single_edits import single_edit_minimum  # noqa: E402
+from margin.search.edits import parse_op  # noqa: E402
+from margin.search.single_edits import OneEdit, single_edit_minimum  # noqa: E402
+from margin.search.sweep import OneEditSweep  # noqa: E402
 
 EPS = 1e-9
 
@@ -93,6 +97,33 @@ def compare(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> dict[st
     return out
 
 
+def simulate(sweep: OneEditSweep, moves: dict[OneEdit, float], flips: Sequence[OneEdit], round_size: int,
+             budget: int) -> int | None:
+    """How many variants the sweep asks before its round holding a flip ends (None: not
+    within `budget`), given every variant's move: for tuning from recorded verdicts."""
+    wanted, asked = set(flips), 0
+    rounds = [sweep.probes()]
+    while asked < budget and not sweep.complete:
+        batch = rounds.pop() if rounds else sweep.next(round_size)
+        batch = batch[: budget - asked]
+        for edit in batch:
+            sweep.record(edit, moves.get(edit, float("-inf")))
+        asked += len(batch)
+        if wanted & set(batch):
+            return asked
+    return None
+
+
+def simulated(row: dict[str, Any]) -> int | None:
+    """`simulate` on a --verdicts row: every word probed, rounds of 4, no call limit."""
+    def closeness(p: float) -> float:
+        return p if row["label"] == "safe" else 1.0 - p
+
+    moves = {OneEdit(kind, parse_op(op)): closeness(p) for kind, op, p in row["p_unsafe"] if p is not None}
+    flips = [OneEdit(kind, parse_op(op)) for kind, op in row["flips"]]
+    return simulate(OneEditSweep(row["text"]), moves, flips, 4, len(row["p_unsafe"]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--guard", default="minilm")
@@ -108,6 +139,8 @@ def main() -> None:
     parser.add_argument("--sweep-calls", type=int, default=None, help="adaptive's early sweep limit (both labels)")
     parser.add_argument("--no-tail", action="store_true", help="adaptive without the sweep of the calls left")
     parser.add_argument("--no-sweep", action="store_true", help="adaptive without any sweep (as before issue 23)")
+    parser.add_argument("--simulate", action="store_true",
+                        help="per prompt with a one-edit flip: variants the sweep would ask to reach one (from --verdicts)")
     parser.add_argument("--never-give-up", action="store_true", help="the calls-left sweep never stops early")
     parser.add_argument("--seeded", action="store_true", help="the knock-out round seeds the sweep")
     args = parser.parse_args()
@@ -136,6 +169,8 @@ def main() -> None:
     rows = {p.id: rows[p.id] for p in chosen}
     report: dict[str, Any] = {"guard": args.guard, "sample": len(chosen),
                               "with_one_edit_flip": sum(1 for r in rows.values() if r["minimum"] is not None)}
+    if args.simulate:
+        report["simulated_variants_to_a_flip"] = {i: simulated(r) for i, r in rows.items() if r["minimum"] is not None}
     if args.adaptive:
         results = adaptive(args.guard, set(rows), args.max_calls)
         report["adaptive"] = compare(rows, results)

@@ -11,7 +11,6 @@ bookkeeping: it never asks the guard; `AdaptiveSearch` asks and reports each mov
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
 
 from margin.search.single_edits import OneEdit, one_edits
 from margin.transforms.words import word_spans
@@ -100,19 +99,3 @@ class OneEditSweep:
         ranked = sorted(enumerate(self.pending), key=priority)
         return [edit for _, edit in ranked[:count]]
 
-
-def simulate(sweep: OneEditSweep, moves: dict[OneEdit, float], flips: Sequence[OneEdit], round_size: int,
-             budget: int) -> int | None:
-    """How many variants the sweep asks before its round holding a flip ends (None: not
-    within `budget`), given every variant's move: for tuning from recorded verdicts."""
-    wanted, asked = set(flips), 0
-    rounds = [sweep.probes()]
-    while asked < budget and not sweep.complete:
-        batch = rounds.pop() if rounds else sweep.next(round_size)
-        batch = batch[: budget - asked]
-        for edit in batch:
-            sweep.record(edit, moves.get(edit, float("-inf")))
-        asked += len(batch)
-        if wanted & set(batch):
-            return asked
-    return None
