@@ -1,11 +1,14 @@
 """The order in which adaptive search asks a prompt's one-edit variants (`single_edits`).
 
 Best first by what the guard has shown so far: each variant's priority is its word's
-sensitivity (the largest move toward a flip any edit inside that word has made: the
-knock-out round's, and every variant asked since) plus its kind's observed success (the
-mean move of that kind's variants asked so far). Every word starts measured by one probe
+sensitivity (the largest move toward a flip any variant inside that word has made, or a
+knock-out reported by `measured`), plus the largest move seen within SPREAD code points of
+it (where in the word the guard reacts), plus its kind's observed success (the mean move of
+that kind's variants asked so far). Every word not yet measured gets one probe first
 (stopwords and one-letter words included), so no word is left at the back unseen. Pure
-bookkeeping: it never asks the guard; `AdaptiveSearch` asks and reports each move back.
+bookkeeping: it never asks the guard; `PlannedSearch._sweep_one_edits` asks and reports
+each move back. The weights were compared offline on recorded verdicts
+(`benchmarks/single_edit.py --simulate`; docs/adaptive.md).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from margin.transforms.words import word_spans
 #: the kind each word's probe uses: a deletion at a third of the way in, the cheapest way
 #: to change a word that keeps no letter a tokenizer could still read as before.
 PROBE_KIND = "deletion"
-SPREAD = 1
-SPOT_WEIGHT = 1.0
+SPREAD = 1  # code points either side whose moves count toward a variant's spot
+SPOT_WEIGHT = 1.0  # the spot's weight beside the word's sensitivity
 
 
 class OneEditSweep:
