@@ -22,7 +22,7 @@ def run(
     dataset: o.Dataset = "sample",
     suite: o.Suite = "standard",
     budget: o.Budget = 100.0,
-    search: Annotated[str, typer.Option(help="cheapest | exhaustive | adaptive (guard-guided; upper bounds)")] = "cheapest",
+    search: Annotated[str, typer.Option(help="cheapest | exhaustive | adaptive (guard-guided; upper bounds) | bon (Best-of-N baseline)")] = "cheapest",
     seed: o.Seed = 0,
     limit: o.Limit = None,
     cost_norm: o.CostNorm = "corpus",

@@ -105,14 +105,21 @@ def tag_values(value: str) -> list[str]:
     return [text] if text else []
 
 
+#: tags a search writes about its own outcome (adaptive's `one_edit` bound), not columns of
+#: the prompt: slicing by an outcome says nothing about the prompts, so they never slice.
+ONE_EDIT_TAG = "one_edit"  # is an adaptive cost minimal among one-edit flips (`minimal`) or an `upper-bound`?
+OUTCOME_TAGS = frozenset({ONE_EDIT_TAG})
+
+
 def slice_groups(results: Sequence[SearchResult]) -> dict[str, dict[str, list[SearchResult]]]:
     """Results by XSTest `type` and by each extra tag column: {dimension: {value: results}}.
 
-    Empty cells join no slice. Dimensions and values come out sorted, so files are stable.
+    Empty cells join no slice, nor do OUTCOME_TAGS. Dimensions and values come out sorted,
+    so files are stable.
     """
     groups: dict[str, dict[str, list[SearchResult]]] = {}
     for r in results:
-        cells = [("type", r.type), *r.extra]
+        cells = [("type", r.type), *((k, v) for k, v in r.extra if k not in OUTCOME_TAGS)]
         for dimension, value in cells:
             for item in tag_values(value):
                 groups.setdefault(dimension, {}).setdefault(item, []).append(r)

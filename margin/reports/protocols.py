@@ -18,7 +18,7 @@ from margin.errors import InputError
 from margin.reports.snapshot import PROTOCOL as STANDARD_PROTOCOL
 
 ADAPTIVE_PROTOCOL = "margin-adaptive-flip-cost/1"
-ADAPTIVE_SEARCHES = frozenset({"adaptive"})
+ADAPTIVE_SEARCHES = frozenset({"adaptive", "bon"})  # bon: Best-of-N samples, stopped at a flip
 #: searches that ask about every candidate of the suite, as per-transform analyses need
 FULL_OBSERVATION_SEARCHES = frozenset({"exhaustive"})
 ADAPTIVE_CAVEAT = (

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from margin.reports.completeness import describe, is_complete, scored_of_total, totals
+from margin.reports.metrics import ONE_EDIT_TAG
 from margin.reports.observations import Coverage
 from margin.types import LABELS, SearchResult
 from margin.util.display import make_visible
@@ -169,6 +170,24 @@ def flips_table(results: Sequence[SearchResult], limit: int = 10) -> Table:
     return table
 
 
+
+def one_edit_table(results: Sequence[SearchResult]) -> Table | None:
+    """Adaptive runs: per prompt the guard got right, whether its cost is certified minimal
+    among one-edit flips or only an upper bound (None when no result says)."""
+    rows = [r for r in results if ONE_EDIT_TAG in dict(r.extra) and r.flip_cost != 0]
+    if not rows:
+        return None
+    minimal = sum(1 for r in rows if dict(r.extra)[ONE_EDIT_TAG] == "minimal")
+    table = Table(title=f"one-edit bound ({minimal} of {len(rows)} costs certified minimal among one-edit flips, "
+                        f"{len(rows) - minimal} upper bounds only)")
+    for column in ("prompt", "label", "cost", "one-edit bound", "guard calls"):
+        table.add_column(column, justify="right" if column in ("cost", "guard calls") else "left")
+    for r in rows:
+        bound = "minimal" if dict(r.extra)[ONE_EDIT_TAG] == "minimal" else "upper bound"
+        table.add_row(r.prompt_id, r.label, fmt(r.flip_cost), bound, str(r.guard_calls))
+    return table
+
+
 def invariance_table(record: Mapping[str, Any], level: str = "transforms") -> Table:
     table = Table(title=f"invariance per {_singular(level)} (no gold labels; fired = share read unsafe)")
     for column in ("transform" if level == "transforms" else "family", "prompts", "changed", "lost", "gained",
@@ -232,6 +251,9 @@ def run_tables(record: Mapping[str, Any], results: Sequence[SearchResult], cover
     tables = [margins_table(record)]
     tables += [slices_table(dimension, values) for dimension, values in record.get("slices", {}).items()]
     tables += [coverage_table(results, coverage), flips_table(results, flips)]
+    bound = one_edit_table(results)
+    if bound is not None:
+        tables.append(bound)
     if "invariance" in analyses:
         tables += [invariance_table(analyses["invariance"]), invariance_table(analyses["invariance"], "families")]
     if "effectiveness" in analyses:

@@ -9,6 +9,7 @@ from typing import Any
 
 from margin.reports.protocols import observes_all, protocol_for
 from margin.search.adaptive import AdaptiveSearch
+from margin.search.bon import BestOfNSearch
 from margin.search.candidates import Candidates
 from margin.search.strategies import CheapestSearch, ExhaustiveSearch, PromptSearch
 from margin.types import Candidate, Prompt
@@ -41,6 +42,7 @@ STRATEGY_TABLE = {
         Strategy("cheapest", CheapestSearch, from_suite=True),
         Strategy("exhaustive", ExhaustiveSearch, from_suite=True),
         Strategy("adaptive", AdaptiveSearch, from_suite=False, options=("max_calls", "incumbents")),
+        Strategy("bon", BestOfNSearch, from_suite=False, options=("max_calls",)),
     )
 }
 STRATEGIES = tuple(STRATEGY_TABLE)

@@ -15,9 +15,12 @@ from dataclasses import replace
 from typing import Any
 
 from margin.cost import CostModel
+from margin.reports.metrics import ONE_EDIT_TAG
 from margin.search.candidates import Candidates
 from margin.search.edits import ADAPTIVE, Op, apply_ops, format_script
+from margin.search.single_edits import one_edits
 from margin.search.strategies import PromptSearch
+from margin.search.sweep import OneEditSweep
 from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
 
 Asks = Generator[list[Candidate], None, Any]
@@ -50,6 +53,8 @@ class PlannedSearch(PromptSearch):
         self.waiting: set[Candidate] = set()
         self.log: list[tuple[Candidate, Verdict | None]] = []
         self.finished = False
+        self.gains: dict[Op, float] = {}  # single edits asked so far: how far each moved the guard toward a flip
+        self._sweep: OneEditSweep | None = None  # made when first needed: most prompts never sweep
 
     def _start(self) -> None:
         self.plan = self._plan()
@@ -91,14 +96,20 @@ class PlannedSearch(PromptSearch):
         if clean is None:
             return base
         if clean.is_wrong_for(self.prompt.label):
-            return replace(base, status="scored", flip_cost=0.0)
+            return replace(base, status="scored", flip_cost=0.0, extra=self._tagged(True))
         best = self.best()
+        certified = self._tagged(self.one_edit_certified())
         if best is None:
-            return replace(base, status="scored", flip_cost=self.budget, capped=True)
+            return replace(base, status="scored", flip_cost=self.budget, capped=True, extra=certified)
         verdict = self.by_text[best.text]
         assert verdict is not None and best.transform is not None and best.strength is not None
         flip = Flip(best.transform, best.strength, best.seed, best.cost, verdict.label, best.text)
-        return replace(base, status="scored", flip_cost=best.cost, flip=flip)
+        return replace(base, status="scored", flip_cost=best.cost, flip=flip, extra=certified)
+
+    def _tagged(self, minimal: bool) -> tuple[tuple[str, str], ...]:
+        """The prompt's tags and ONE_EDIT_TAG: `minimal` when the cost is certified minimal
+        among one-edit flips, else `upper-bound` (results.jsonl's tags; `margin report`)."""
+        return tuple(sorted((*self.prompt.extra, (ONE_EDIT_TAG, "minimal" if minimal else "upper-bound"))))
 
     def best(self) -> Candidate | None:
         """The cheapest flipping candidate within budget; ties go to the one asked first."""
@@ -170,7 +181,42 @@ class PlannedSearch(PromptSearch):
             return float("-inf")
         return verdict.p_unsafe if self.prompt.label == "safe" else 1.0 - verdict.p_unsafe
 
-    # -- the plan ---------------------------------------------------------------------------
+    # -- one-edit variants -------------------------------------------------------------------
+
+    def _sweep_one_edits(self, limit: int, round_size: int, seeded: bool = True,
+                         give_up: tuple[int, float] | None = None) -> Asks:
+        """Ask one-edit variants (`single_edits`) best first by what the guard has shown
+        (`sweep`): a probe in every word not yet measured, then rounds of the likeliest,
+        until one flips at one edit's cost or `limit` calls are spent. `seeded`: words whose
+        knock-out was asked start at its move (else they are probed like the rest).
+        `give_up` (n, closeness): stop once n variants are asked and none came closer to
+        flipping than that (`_toward_flip`: the p_unsafe of a safe prompt, 1 - it of an unsafe one)."""
+        base = self._toward_flip(self.by_text.get(self.text))
+        if self._sweep is None:
+            self._sweep = OneEditSweep(self.text)
+            for op, gain in self.gains.items() if seeded else ():
+                self._sweep.measured(op.start, gain)
+        sweep, spent = self._sweep, 0
+        rounds = [sweep.probes()]
+        while spent < limit and not sweep.complete and not self._at_floor():
+            if give_up and sweep.asked >= give_up[0] and base + sweep.best_move < give_up[1]:
+                return
+            batch = (rounds.pop() if rounds else sweep.next(round_size))[: limit - spent]
+            before = len(self.issued)
+            verdicts = yield from self._ask([self._candidate([e.op]) for e in batch])
+            spent += len(self.issued) - before
+            for edit, verdict in zip(batch, verdicts, strict=True):
+                if self._candidate([edit.op]).text in self.by_text:  # asked (not cut for want of calls)
+                    sweep.record(edit, self._toward_flip(verdict) - base)
+
+    def one_edit_certified(self) -> bool:
+        """Is the cost found minimal among one-edit flips? Yes when it is one edit's cost
+        (no one-edit variant costs less), or when every one-edit variant was judged."""
+        if self._at_floor():
+            return True
+        if self._sweep is None or not self._sweep.complete:  # the sweep is what asks them all
+            return False
+        return all(self.by_text.get(apply_ops(self.text, [e.op], 0)) is not None for e in one_edits(self.text))
 
     # -- group testing ----------------------------------------------------------------------
 

@@ -313,6 +313,10 @@ def test_put_in_stops_looking_for_a_cheaper_flip_after_a_few_more_groups(monkeyp
             super().__init__(weights={w: 0.5 for w in module.PROBE_WORDS}, threshold=1.0)
 
     prompt = Prompt("s", "Where can I buy a good cake for my sister's birthday party next week?", "safe")
+    # No one edit flips this prompt, so the one-edit sweep would spend every call left either
+    # way: without it, the calls are put-in's own.
+    monkeypatch.setattr(module, "SWEEP_TAIL", False)
+    monkeypatch.setattr(module, "SWEEP_CALLS", {"unsafe": 0, "safe": 0})
     runs = {}
     for more in (2, 10**6):
         monkeypatch.setattr(module, "MORE_GROUPS_AFTER_A_FLIP", more)
