@@ -38,7 +38,7 @@ def few_lines(proc, most: int = 3) -> list[str]:
     (["run", "--guard", "keyword", "--dataest", "x"], "did you mean --dataset?"),
     (["run"], "Missing option '--guard'"),
     (["rnu"], "No such command 'rnu'. Did you mean 'run'?"),
-    ([], "missing command; one of ablate, guards"),
+    ([], "missing command; one of ablate, check, diff, export, guards"),
     (["transforms"], "missing command; one of apply, list"),
     (["run", "--guard", "keyword", "--budget", "abc"], "Invalid value for '--budget'"),
 ])
