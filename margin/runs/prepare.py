@@ -159,9 +159,11 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
         raise InputError("must not be negative", field="--driver-cpus")
     if not 0 <= config.max_missing <= 1:
         raise InputError("must be a share between 0 and 1 (or a percentage such as 1%)", field="--max-missing")
-    if "max_calls" not in STRATEGY_TABLE[config.search].options and (config.max_calls is not None or config.incumbents):
-        takers = " or ".join(s.name for s in STRATEGY_TABLE.values() if "max_calls" in s.options)
-        raise InputError(f"only --search {takers} takes --max-calls and --incumbents", field="--search")
+    for option, given in (("max_calls", config.max_calls is not None), ("incumbents", bool(config.incumbents))):
+        if given and option not in STRATEGY_TABLE[config.search].options:
+            takers = " or ".join(s.name for s in STRATEGY_TABLE.values() if option in s.options)
+            flag = "--" + option.replace("_", "-")
+            raise InputError(f"only --search {takers} takes {flag}", field="--search")
     if config.max_calls is not None and config.max_calls < 2:
         raise InputError("must be at least 2 (the original and one edit)", field="--max-calls")
     dataset = load_dataset(config.dataset)

@@ -63,7 +63,8 @@ def test_adaptive_flips_rebuild_from_their_records(tmp_path):
 
 def test_adaptive_options_are_refused_elsewhere_and_checked(tmp_path):
     for args, field in ((["--max-calls", "5"], "--search"), (["--search", "adaptive", "--max-calls", "1"], "--max-calls"),
-                        (["--search", "adaptive", "--incumbents", str(tmp_path / "none")], "run.json")):
+                        (["--search", "adaptive", "--incumbents", str(tmp_path / "none")], "run.json"),
+                        (["--search", "bon", "--incumbents", str(tmp_path)], "only --search adaptive takes --incumbents")):
         proc = margin("run", "--guard", "keyword", *args, "--out", str(tmp_path / "x"))
         assert proc.returncode == 2 and field in proc.stderr, proc.stderr
         assert not (tmp_path / "x").exists()
