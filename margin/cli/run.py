@@ -11,8 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from margin.cli import options as o
 from margin.cli.app import app, console, err
-from margin.cli.common import check_limits, check_or_fail, fmt, parse_share
-from margin.errors import InputError
+from margin.cli.common import check_limits, check_or_fail, fail, fmt, parse_share, resume_command
+from margin.errors import EndpointDown, InputError
 
 
 @app.command()
@@ -52,6 +52,7 @@ def run(
     max_concurrency: o.MaxConcurrency = None,
     requests_per_second: o.RequestsPerSecond = None,
     hedge_after: o.HedgeAfter = None,
+    max_outage: o.MaxOutage = None,
 ) -> None:
     """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
     from margin.guards.make import parse_guard_spec
@@ -62,7 +63,7 @@ def run(
     if resume is not None and out is not None and out != resume:
         raise InputError("give either --out or --resume (the folder to continue), not both", field="--out")
     limits = check_limits(max_attempts=max_attempts, call_timeout=call_timeout, max_concurrency=max_concurrency,
-                          requests_per_second=requests_per_second, hedge_after=hedge_after)
+                          requests_per_second=requests_per_second, hedge_after=hedge_after, max_outage=max_outage)
     spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
                             threshold=threshold, normalize=normalize, replicas=replicas, num_cpus=num_cpus,
                             num_gpus=num_gpus)
@@ -83,7 +84,11 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
     prepared = prepare(config)
     assert prepared.info is not None
     out_dir = resume or out or default_out_dir(prepared.info.id)
-    outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
+    try:
+        outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
+    except EndpointDown as exc:
+        fail(f"{exc}. The run stopped; what it recorded is kept in {out_dir}/. When the endpoint is back, "
+             f"continue with: {resume_command('run', out_dir)}")
     print_summary(outcome)
     normalize = prepared.spec.normalize if prepared.spec is not None else None
     if normalize is not None and "decode" in normalize.split("+"):

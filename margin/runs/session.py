@@ -51,6 +51,7 @@ class CallSettings:
     max_concurrency: int | None = None
     requests_per_second: float | None = None
     hedge_after_s: float | str | None = None
+    max_outage_s: float | None = None
 
     def limits(self, options: dict[str, Any], base: EndpointLimits | None = None) -> EndpointLimits:
         """An endpoint's limits: these settings over its `backend_options` over `base` (the
@@ -58,7 +59,7 @@ class CallSettings:
         return EndpointLimits.from_options(
             options, base, max_concurrency=self.max_concurrency, timeout_s=self.call_timeout_s,
             max_attempts=self.max_attempts, requests_per_second=self.requests_per_second,
-            hedge_after_s=self.hedge_after_s)
+            hedge_after_s=self.hedge_after_s, max_outage_s=self.max_outage_s)
 
 
 @dataclass

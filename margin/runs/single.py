@@ -4,11 +4,13 @@ receipts written, every prompt searched. `margin.runs.drivers` runs several of t
 from __future__ import annotations
 
 import secrets
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from margin.engine.pool import Pool
+from margin.errors import EndpointUnreachable
 from margin.runs.folder import check_run_dir, open_run_dir
 from margin.runs.prepare import PreparedRun
 from margin.runs.session import EngineFigures, GuardSession
@@ -47,11 +49,19 @@ def search(
     check_run_dir(prepared, out_dir, resume)  # before anything starts: a wrong folder fails fast
     session = GuardSession(prepared.spec, info, config.call_settings(), guard=prepared.guard, pool=pool,
                            on_batch=on_batch)
+    existed = out_dir.exists()
     with session:
         # Only now, with the guard running, is anything written.
         replay = open_run_dir(prepared, out_dir, resume)
-        driver = session.search_recorded(
-            prepared.searches(), out_dir / "receipts.jsonl", replay.run_id or run_id or secrets.token_hex(8),
-            cache_path=(config.cache_path or default_cache_path()) if config.cache else None, replay=replay,
-            total=len(prepared.prompts), on_call=on_call, on_result=on_result)
+        try:
+            driver = session.search_recorded(
+                prepared.searches(), out_dir / "receipts.jsonl", replay.run_id or run_id or secrets.token_hex(8),
+                cache_path=(config.cache_path or default_cache_path()) if config.cache else None, replay=replay,
+                total=len(prepared.prompts), on_call=on_call, on_result=on_result)
+        except EndpointUnreachable:
+            if not resume:  # the endpoint never answered: leave no half-made run folder
+                shutil.rmtree(out_dir, ignore_errors=True)
+                if existed:
+                    out_dir.mkdir()
+            raise
     return Searched(driver.ordered_results(), driver.sent, driver.stats.cache_hits, session.figures)

@@ -93,7 +93,7 @@ def call_settings(plan: StudyPlan, engine: Engine, ray_address: str | None) -> C
     runtime = plan.config.runtime
     return CallSettings(engine=engine, ray_address=ray_address, batch_size=runtime.batch_size,
                         retry_wait_s=runtime.retry_wait_s, max_attempts=runtime.max_attempts,
-                        call_timeout_s=runtime.call_timeout_s)
+                        call_timeout_s=runtime.call_timeout_s, max_outage_s=runtime.max_outage_s)
 
 
 def needs_actors(plan: StudyPlan) -> bool:
