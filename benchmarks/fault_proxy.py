@@ -13,9 +13,9 @@ Two faults that hit every request alike, for the endpoint's worst minutes:
 
 - a `Storm` of rate limits: for `seconds` after the `after`-th request, a `share` of all
   requests (first attempts and retries alike) is answered 429 with Retry-After;
-- an `Outage`: after the `after`-th request the proxy stops listening (connections are
-  refused; a request on a connection already open is dropped) for `seconds`, or until
-  `up()` when `seconds` is None.
+- an `Outage`: after the `after`-th request the proxy goes down as a crashed server does
+  (requests in flight and on connections already open are dropped, new connections
+  refused) for `seconds`, or until `up()` when `seconds` is None.
 
     python -m benchmarks.fault_proxy --upstream http://127.0.0.1:8011 --port 8012 --hang-s 20
 
@@ -134,9 +134,12 @@ class FaultProxy:
         with self.lock:
             if self.down_at is not None:
                 return
-            self.down_at = time.monotonic()
-            self.downs += 1
+            self._mark_down()
         self._close()
+
+    def _mark_down(self) -> None:
+        self.down_at = time.monotonic()
+        self.downs += 1
 
     def up(self) -> None:
         """Listen again, on the same port."""
@@ -156,7 +159,7 @@ class FaultProxy:
 
     def _begin_outage(self) -> None:
         assert self.outage is not None
-        self.down()
+        self._close()
         if self.outage.seconds is not None:
             timer = threading.Timer(self.outage.seconds, self.up)
             timer.daemon = True
@@ -183,6 +186,7 @@ class FaultProxy:
                 return "down"
             self.requests += 1
             if self.outage is not None and self.requests == self.outage.after + 1 and not self.downs:
+                self._mark_down()  # from now on every request is dropped
                 threading.Thread(target=self._begin_outage, daemon=True).start()
                 return "down"
             if self._rate_limited(digest):
@@ -216,10 +220,15 @@ class FaultProxy:
             return
         if fault == "hang":
             time.sleep(self.hang_s)
+        downs = self.downs
         try:
             status, payload, kind = self._forward(handler, body)
         except OSError as exc:  # the upstream refused or broke: what a gateway says then
             status, payload, kind = 502, f'{{"error": {{"message": "bad gateway: {exc}"}}}}'.encode(), "application/json"
+        if self.downs != downs or self.down_at is not None:  # it went down meanwhile: no answer
+            handler.close_connection = True
+            handler.connection.shutdown(socket.SHUT_RDWR)
+            return
         try:
             self._send(handler, status, payload, kind)
         except (BrokenPipeError, ConnectionResetError):

@@ -12,8 +12,7 @@ request itself, the pool that serves it and the owners waiting for it. The book
   that honours Retry-After, until the pool's attempt limit, then the key is missing and its
   owners get None. Only attempts that were tried and failed count: an outcome the pool
   marks uncharged (the server asked to wait, the endpoint was down) is retried without
-  using one up, and `refund` gives back one the pool learns afterwards was the endpoint's
-  fault;
+  using one up;
 - lets a pool send a second copy of a slow request (`hedge`) and put back requests that
   never ran (`requeue`, uncharged).
 
@@ -233,13 +232,6 @@ class Book:
         self.stats.sent += 1
         self.stats.hedges += 1
         return Ticket(job.key, job.request, job.attempts)
-
-    def refund(self, key: Hashable) -> None:
-        """Give back one attempt a failure of `key` used up (the pool has since found the
-        endpoint down, not the request at fault); nothing once the key is settled."""
-        job = self.jobs.get(key)
-        if job is not None:
-            job.limit += 1
 
     def requeue(self, tickets: Iterable[Ticket]) -> None:
         """Tickets taken but never run (their actor was replaced): send again, uncharged."""

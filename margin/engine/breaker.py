@@ -1,28 +1,28 @@
 """A circuit breaker for one remote endpoint: when it stops answering, stop sending.
 
 Closed, every request goes out as usual. It opens when the endpoint refuses a connection
-(nothing is listening) or `TRIP_AFTER` requests in a row have failed with no answer
-between them (every request failing: 5xx, timeouts, 429s). Open, nothing is sent but one
+(nothing is listening), when `TRIP_AFTER` requests in a row, for more than one text, have
+failed with no answer between them (every request failing: 5xx, timeouts, 429s), or when
+the pool has several texts' failures in doubt and nothing left in flight to settle them. Open, nothing is sent but one
 probe at a time, on a backoff schedule (0.5 s doubling to `PROBE_CAP_S`, never sooner than
 a Retry-After); the first answer, the probe's or a late one's, closes it and the endpoint
 gets its full concurrency back.
 
 While the endpoint fails everything, failures are its fault, not the requests': the pool
-charges them no attempt, and refunds the attempts the streak charged before the breaker
-opened. What ends an outage is time: `over` says when the endpoint has answered nothing
-for longer than `max_outage_s`.
+charges them no attempt (and holds the streak's failures in doubt until the endpoint
+answers another request or the breaker opens: `StreamPool`). What ends an outage is time:
+`over` says when the endpoint has answered nothing for longer than `max_outage_s`.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 
 TRIP_AFTER = 8  # failed requests in a row, with no answer between, that open the breaker
 FIRST_PROBE_S = 0.5
 PROBE_CAP_S = 5.0
-SUSPECTS_KEPT = 256  # charged failures of a streak remembered for refunds
 
 
 def cause(error: str | None, status: int | None, reached: bool) -> str:
@@ -47,9 +47,9 @@ class Breaker:
         self.answered_at = float("-inf")  # monotonic: its last answer
         self.streak = 0  # failed requests since the last answer
         self.causes: Counter[str] = Counter()  # of the streak's failures
+        self.keys: set[Hashable] = set()  # requests that failed in the streak (the first few)
         self.failing_since: float | None = None  # monotonic: the first failed request's start
         self.failing_since_wall: float | None = None  # the same, for the report
-        self.suspects: list[Hashable] = []  # keys charged an attempt in this streak
         self.probe_at: float | None = None
         self.probe_wait = FIRST_PROBE_S
         self.probing = False  # a probe is in flight
@@ -63,16 +63,18 @@ class Breaker:
         self.open = self.probing = False
         self.streak = 0
         self.causes.clear()
+        self.keys.clear()
         self.failing_since = self.failing_since_wall = self.probe_at = None
-        self.suspects.clear()
         self.probe_wait = FIRST_PROBE_S
         return was_open
 
     def failure(self, started: float, now: float, why: str, retry_after_s: float | None, *,
-                probe: bool) -> bool:
-        """A request failed; returns whether this opened the breaker."""
+                probe: bool, keys: Iterable[Hashable] = ()) -> bool:
+        """A request (for `keys`) failed; returns whether this opened the breaker."""
         self.streak += 1
         self.causes[why] += 1
+        if len(self.keys) < TRIP_AFTER:
+            self.keys.update(keys)
         if self.failing_since is None:  # since the request began, or the last answer if later
             self.failing_since = max(started, self.answered_at)
             self.failing_since_wall = time.time() - (now - self.failing_since)
@@ -82,18 +84,19 @@ class Breaker:
             if probe:
                 self._schedule(now, retry_after_s)
             return False
-        if why == "connection refused" or self.streak >= TRIP_AFTER:
-            self.open = True
-            self.opened += 1
-            self.probe_wait = FIRST_PROBE_S
-            self._schedule(now, retry_after_s)
+        # Many failures of one request alone are that request's (a text the server cannot
+        # take), not an outage: a streak opens the breaker only across several requests.
+        if why == "connection refused" or (self.streak >= TRIP_AFTER and len(self.keys) > 1):
+            self.trip(now, retry_after_s)
             return True
         return False
 
-    def suspect(self, key: Hashable) -> None:
-        """A failure in the streak that used up an attempt: refunded if the breaker opens."""
-        if len(self.suspects) < SUSPECTS_KEPT:
-            self.suspects.append(key)
+    def trip(self, now: float, retry_after_s: float | None = None) -> None:
+        """Open: stop sending, probe on the schedule."""
+        self.open = True
+        self.opened += 1
+        self.probe_wait = FIRST_PROBE_S
+        self._schedule(now, retry_after_s)
 
     def may_probe(self, now: float) -> bool:
         return self.open and not self.probing and self.probe_at is not None and now >= self.probe_at

@@ -39,7 +39,7 @@ HEDGE_FACTOR = 3.0
 HEDGE_SAMPLES = 16  # latencies seen before "auto" hedges at all
 HEDGE_SHARE = 0.1  # hedges at most this share of the requests started, plus HEDGE_SPARE
 HEDGE_SPARE = 8
-LATENCY_WINDOW = 512
+LATENCY_WINDOW = 128  # the latest answers whose p95 sets "auto" hedges: a slow start is soon forgotten
 
 
 @dataclass(eq=False)
@@ -62,6 +62,9 @@ class StreamPool(Pool):
         self.url = url or name
         self.breaker = Breaker(limits.max_outage_s)
         self.hedges_won = 0  # hedges that answered while their first copy still ran
+        # Failures in doubt: the endpoint has answered nothing since. Charged once it answers
+        # another request (they were the requests' own), uncharged if the breaker opens.
+        self.held: list[Outcome] = []
         self.owns = owns
         self.limits = limits
         self.concurrency = ConcurrencyLimit(limits.max_concurrency)
@@ -109,9 +112,11 @@ class StreamPool(Pool):
         result = request.task.result()
         latency = now - request.started
         charged = True
-        if any(out is not None for out in result.outputs):
+        answered = any(out is not None for out in result.outputs)
+        if answered:
             if self.breaker.answer(now):
                 self.concurrency.reset()  # answering again: full concurrency at once
+            self._release(book, charged=True)
             if all(out is not None for out in result.outputs):
                 self.concurrency.succeeded(len(self.requests))
                 self.recent.append(latency)
@@ -133,7 +138,10 @@ class StreamPool(Pool):
                 outcomes += cancelled
             outcomes.append(Outcome(ticket.key, ticket.attempt, output, latency, error, result.retry_after_s,
                                     result.retry, charged))
-        book.deliver(outcomes)
+        if not answered and charged and result.retry:
+            self.held += outcomes  # in doubt until the endpoint answers another request
+        else:
+            book.deliver(outcomes)
         self.figures.calls += 1
         self.figures.requests += len(request.tickets)
         self.figures.call_s += latency
@@ -141,28 +149,36 @@ class StreamPool(Pool):
 
     def _failed(self, book: Book, request: Request, result: CallResult, now: float) -> bool:
         """A request the endpoint gave no answer to: tell the breaker; returns whether it
-        used up an attempt (only one that was tried and failed while the endpoint answered
-        others does)."""
+        may use up an attempt (one that was tried and failed while the breaker was closed;
+        it is held until the endpoint answers another request)."""
         breaker = self.breaker
         wait = result.status == 429 or (result.status == 503 and result.retry_after_s is not None)
         why = cause(result.errors[0] if result.errors else None, result.status, result.reached)
         was_open = breaker.open
-        if breaker.failure(request.started, now, why, result.retry_after_s, probe=request.probe):
+        if breaker.failure(request.started, now, why, result.retry_after_s, probe=request.probe,
+                           keys=(t.key for t in request.tickets)):
             self.figures.pauses += 1
             if not breaker.answered and why == "connection refused":
                 raise EndpointUnreachable(f"{self.url} refused the connection: is the server running, and is "
                                           f"the URL right? ({result.errors[0]})")
-            for key in breaker.suspects:  # the streak was the endpoint's fault, not theirs
-                book.refund(key)
-            breaker.suspects.clear()
+            self._release(book, charged=False)  # the streak was the endpoint's fault, not theirs
             return False
-        if was_open or wait or not result.reached:
-            return False
-        for ticket in request.tickets:
-            breaker.suspect(ticket.key)
-        return True
+        return not (was_open or wait or not result.reached)
+
+    def _release(self, book: Book, *, charged: bool) -> None:
+        held, self.held = self.held, []
+        if held:
+            book.deliver([outcome._replace(charged=charged) for outcome in held])
 
     def tick(self, book: Book, now: float) -> None:
+        if self.held and not self.requests:
+            # Nothing in flight can settle them. Several texts failing with no answer between
+            # is the endpoint failing: pause it. One text failing alone is its own failure.
+            several = len({outcome.key for outcome in self.held}) > 1
+            if several:
+                self.breaker.trip(now)
+                self.figures.pauses += 1
+            self._release(book, charged=not several)
         if self.breaker.over(now):
             b = self.breaker
             assert b.failing_since_wall is not None

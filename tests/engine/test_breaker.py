@@ -22,13 +22,20 @@ def test_a_refused_connection_opens_it_at_once_and_an_answer_closes_it():
 def test_a_streak_of_failures_opens_it_and_a_retry_after_delays_the_probe():
     breaker = Breaker(max_outage_s=60)
     for i in range(TRIP_AFTER - 1):
-        assert not breaker.failure(float(i), float(i), "HTTP 500", None, probe=False)
-        breaker.suspect(f"key {i}")
-    assert breaker.failure(10.0, 10.0, "HTTP 429", 7.0, probe=False)
-    assert breaker.probe_at == 17.0 and len(breaker.suspects) == TRIP_AFTER - 1
+        assert not breaker.failure(float(i), float(i), "HTTP 500", None, probe=False, keys=[f"key {i}"])
+    assert breaker.failure(10.0, 10.0, "HTTP 429", 7.0, probe=False, keys=["key 0"])
+    assert breaker.probe_at == 17.0
     for n in range(10):  # probes back off to the cap
         breaker.failure(20.0 + n, 20.0 + n, "HTTP 500", None, probe=True)
     assert breaker.probe_at is not None and breaker.probe_at - 29.0 == PROBE_CAP_S
+
+
+def test_one_text_failing_again_and_again_is_not_an_outage():
+    breaker = Breaker(max_outage_s=60)
+    for i in range(3 * TRIP_AFTER):
+        assert not breaker.failure(float(i), float(i), "HTTP 500", None, probe=False, keys=["poison"])
+    assert not breaker.open
+    assert breaker.failure(99.0, 99.0, "HTTP 500", None, probe=False, keys=["another"])
 
 
 def test_the_outage_is_over_the_limit_only_while_nothing_answers():
