@@ -167,6 +167,8 @@ def engine_rows(outcome: Any) -> list[tuple[str, str]]:
             p50, p95 = f.latency(0.5), f.latency(0.95)
             rows.append(("request latency p50 / p95 s", f"{p50 or 0:.3f} / {p95 or 0:.3f}"))
             rows.append(("retries / hedges / 429-503", f"{f.retries} / {f.hedges} / {f.overloads}"))
+            if f.pauses or f.waits:
+                rows.append(("endpoint paused / retries that waited", f"{f.pauses} / {f.waits}"))
             if f.lowest_concurrency is not None:
                 rows.append(("lowest concurrency", f"{f.lowest_concurrency:.0f}"))
             rows.append(("wall s", f"{f.search_s:.1f}"))

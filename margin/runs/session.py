@@ -83,6 +83,8 @@ class EngineFigures:
     streamed: bool = False
     overloads: int = 0  # answers 429 / 503
     lowest_concurrency: float | None = None
+    pauses: int = 0  # times the endpoint stopped answering and was paused
+    waits: int = 0  # retries that used up no attempt (429, refused, endpoint down)
     latencies: list[float] = field(default_factory=list)
 
     @property
@@ -220,6 +222,7 @@ class GuardSession:
             f.streamed = True
             f.overloads = pool.overloads
             f.lowest_concurrency = pool.lowest_limit
+            f.pauses, f.waits = pool.pauses, driver.book.stats.waits
             f.latencies = pool.latencies
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from margin.engine.cluster import connect, disconnect
-from margin.errors import InputError
+from margin.errors import EndpointUnreachable, InputError
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
 from margin.runfolder import atomic_write_text, dumps, read_jsonl
@@ -133,6 +133,10 @@ def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: E
                 on_batch=guard_batch)
         on_stage("models and judges")
         calls = collect(plan, out_dir, settings=settings, resume=resume, cache=cache, on_batch=on_batch)
+    except EndpointUnreachable:
+        if not resume:  # an endpoint that was never there: leave no half-made study folder
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     finally:
         disconnect(started_ray)
     on_stage("rates")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.fault_proxy import FaultProxy
+from benchmarks.fault_proxy import FaultMix, FaultProxy, Outage
 from benchmarks.http_guard import start_server
 from margin.studies.plan import prepare
 from margin.studies.runner import run_study
@@ -23,6 +23,7 @@ from tests.support.study import toy_server
 
 pytestmark = pytest.mark.slow
 HANG_S = 3.0
+NO_MIX = FaultMix(http_5xx=0, hang=0, garbage=0, drop=0)
 
 
 def run_guard(url: str, out: Path, *extra: str) -> dict:
@@ -90,3 +91,19 @@ def test_a_study_through_faults_gives_the_clean_pairings(tmp_path):
     assert faulty.pairings["data"] == clean.pairings["data"]
     assert cases(tmp_path / "faulty") == cases(tmp_path / "clean")
     assert faulty.calls.missing == 0 and faulty.calls.retries > 0
+
+
+def test_a_study_rides_out_an_outage_of_its_models_and_judges(tmp_path):
+    with toy_server() as url, FaultProxy(url.removesuffix("/v1"), mix=NO_MIX,
+                                         outage=Outage(after=30, seconds=2)) as proxy:
+        clean = run_study(prepare(study_config(tmp_path, url, "clean")), tmp_path / "clean", engine="local",
+                          cache=False)
+        path = study_config(tmp_path, f"{proxy.url}/v1", "outage")
+        config = yaml.safe_load(path.read_text())
+        config["runtime"] = {"max_attempts": 2, "max_outage_s": 120}  # an outage must use up none
+        path.write_text(yaml.safe_dump(config))
+        faulty = run_study(prepare(path), tmp_path / "outage", engine="local", cache=False)
+    assert proxy.downs == 1
+    assert faulty.pairings["data"] == clean.pairings["data"]
+    assert cases(tmp_path / "outage") == cases(tmp_path / "clean")
+    assert faulty.calls.missing == 0
