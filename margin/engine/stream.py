@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict, deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,15 @@ class Request:
     cancelled: bool = False
     copy: bool = False  # it is a hedge
     probe: bool = False  # sent while the breaker was open
+
+
+def share_breakers(pools: Sequence[Pool]) -> None:
+    """Pools whose requests go to the same endpoint (a study's models and judges on one
+    server) share its breaker: one outage, one probe at a time, one deadline."""
+    by_url: dict[str, Breaker] = {}
+    for pool in pools:
+        if isinstance(pool, StreamPool):
+            pool.breaker = by_url.setdefault(pool.url, pool.breaker)
 
 
 class StreamPool(Pool):
