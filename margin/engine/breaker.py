@@ -3,10 +3,10 @@
 Closed, every request goes out as usual. It opens when the endpoint refuses a connection
 (nothing is listening), when `TRIP_AFTER` requests in a row, for more than one text, have
 failed with no answer between them (every request failing: 5xx, timeouts, 429s), or when
-the pool has several texts' failures in doubt and nothing left in flight to settle them. Open, nothing is sent but one
-probe at a time, on a backoff schedule (0.5 s doubling to `PROBE_CAP_S`, never sooner than
-a Retry-After); the first answer, the probe's or a late one's, closes it and the endpoint
-gets its full concurrency back.
+the pool has several texts' failures in doubt and nothing left in flight to settle them.
+Open, nothing is sent but one probe at a time, on a backoff schedule (0.5 s doubling to
+`PROBE_CAP_S`, never sooner than a Retry-After); the first answer, the probe's or a late
+one's, closes it and the endpoint gets its full concurrency back.
 
 While the endpoint fails everything, failures are its fault, not the requests': the pool
 charges them no attempt (and holds the streak's failures in doubt until the endpoint

@@ -120,6 +120,8 @@ class StreamPool(Pool):
         assert request.task is not None
         result = request.task.result()
         latency = now - request.started
+        if request.probe:
+            self.breaker.probing = False
         charged = True
         answered = any(out is not None for out in result.outputs)
         if answered:
@@ -184,10 +186,10 @@ class StreamPool(Pool):
             # Nothing in flight can settle them. Several texts failing with no answer between
             # is the endpoint failing: pause it. One text failing alone is its own failure.
             several = len({outcome.key for outcome in self.held}) > 1
-            if several:
+            if several and not self.breaker.open:
                 self.breaker.trip(now)
                 self.figures.pauses += 1
-            self._release(book, charged=not several)
+            self._release(book, charged=not (several or self.breaker.open))
         if self.breaker.over(now):
             b = self.breaker
             assert b.failing_since_wall is not None
