@@ -7,7 +7,7 @@
   `--outage-s` (in-flight requests dropped, connections refused), then comes back;
 - `storm`: a quarter of the way through, 40% of all requests are answered 429 with
   Retry-After: 2 for `--storm-s`;
-- `hangs`: 20% of first attempts hang for `--long-hang-s`.
+- `hangs`: 20% (`--hang-share`) of first attempts hang for `--long-hang-s`.
 
     python -m benchmarks.faults [--prompts 80] [--scenarios mix,outage,storm,hangs] [--skip-study] [--json OUT]
 
@@ -55,8 +55,8 @@ def scenario(name: str, upstream: str, clean_requests: int, args: argparse.Names
         storm = Storm(share=0.4, retry_after_s=2.0, seconds=args.storm_s, after=clean_requests // 4)
         return FaultProxy(upstream, mix=NO_MIX, storm=storm), args.storm_s
     assert name == "hangs"
-    return FaultProxy(upstream, mix=FaultMix(http_5xx=0, hang=0.2, garbage=0, drop=0), hang_s=args.long_hang_s), \
-        args.long_hang_s
+    mix = FaultMix(http_5xx=0, hang=args.hang_share, garbage=0, drop=0)
+    return FaultProxy(upstream, mix=mix, hang_s=args.long_hang_s), args.long_hang_s
 
 
 def proxied(proxy: FaultProxy, fault_s: float, run: dict[str, Any]) -> dict[str, Any]:
@@ -167,6 +167,7 @@ def main() -> None:
     parser.add_argument("--outage-s", type=float, default=45.0)
     parser.add_argument("--storm-s", type=float, default=30.0)
     parser.add_argument("--long-hang-s", type=float, default=120.0, help="hangs: how long a hang lasts")
+    parser.add_argument("--hang-share", type=float, default=0.2, help="hangs: the share of first attempts that hang")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="the guard server's time per answer")
     parser.add_argument("--skip-study", action="store_true")
     parser.add_argument("--skip-run", action="store_true")
