@@ -9,6 +9,14 @@ and its rerun meet the same faults; every later attempt passes through:
 - `garbage` (5%): a 200 whose body is not JSON;
 - `drop` (3%): the connection is closed without an answer.
 
+Two faults that hit every request alike, for the endpoint's worst minutes:
+
+- a `Storm` of rate limits: for `seconds` after the `after`-th request, a `share` of all
+  requests (first attempts and retries alike) is answered 429 with Retry-After;
+- an `Outage`: after the `after`-th request the proxy goes down as a crashed server does
+  (requests in flight and on connections already open are dropped, new connections
+  refused) for `seconds`, or until `up()` when `seconds` is None.
+
     python -m benchmarks.fault_proxy --upstream http://127.0.0.1:8011 --port 8012 --hang-s 20
 
 Used by tests/studies/test_faults.py (short hangs) and benchmarks/faults.py (the full-size mix).
@@ -52,6 +60,20 @@ class FaultMix:
         return None
 
 
+@dataclass(frozen=True)
+class Storm:
+    share: float = 0.4
+    retry_after_s: float = 2.0
+    seconds: float | None = 30.0  # None: to the end
+    after: int = 0  # requests before it begins
+
+
+@dataclass(frozen=True)
+class Outage:
+    after: int = 100  # requests before it begins
+    seconds: float | None = 45.0  # None: until up()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024  # the default 5 drops bursts of connections (1 s SYN retries)
@@ -61,7 +83,8 @@ class _Server(ThreadingHTTPServer):
 
 
 class FaultProxy:
-    def __init__(self, upstream: str, *, mix: FaultMix | None = None, hang_s: float = 20.0, port: int = 0) -> None:
+    def __init__(self, upstream: str, *, mix: FaultMix | None = None, hang_s: float = 20.0, port: int = 0,
+                 storm: Storm | None = None, outage: Outage | None = None) -> None:
         parts = urlsplit(upstream)
         self.upstream_host = parts.hostname or "127.0.0.1"
         self.upstream_port = parts.port or 80
@@ -71,6 +94,12 @@ class FaultProxy:
         self.faults: Counter[str] = Counter()
         self.requests = 0
         self.lock = threading.Lock()
+        self.storm = storm
+        self.outage = outage
+        self.storm_began: float | None = None
+        self.down_at: float | None = None  # when the outage began (None: not down)
+        self.downs = 0  # outages so far
+        self.tries: Counter[bytes] = Counter()  # attempts per distinct request
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -83,26 +112,86 @@ class FaultProxy:
             def do_POST(self) -> None:  # noqa: N802 (the http.server spelling)
                 proxy._handle(self)
 
-        self.httpd = _Server(("127.0.0.1", port), Handler)
+        self.handler = Handler
+        self.httpd: _Server | None = _Server(("127.0.0.1", port), Handler)
+        self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
         """The proxy's root URL (append the upstream's path, e.g. /v1)."""
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> FaultProxy:
         self.thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._close()
+
+    def down(self) -> None:
+        """Stop listening: new connections are refused, requests on open ones dropped."""
+        with self.lock:
+            if self.down_at is not None:
+                return
+            self._mark_down()
+        self._close()
+
+    def _mark_down(self) -> None:
+        self.down_at = time.monotonic()
+        self.downs += 1
+
+    def up(self) -> None:
+        """Listen again, on the same port."""
+        with self.lock:
+            if self.down_at is None:
+                return
+            self.httpd = _Server(("127.0.0.1", self.port), self.handler)
+            self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+            self.thread.start()
+            self.down_at = None
+
+    def _close(self) -> None:
+        httpd, self.httpd = self.httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+
+    def _begin_outage(self) -> None:
+        assert self.outage is not None
+        self._close()
+        if self.outage.seconds is not None:
+            timer = threading.Timer(self.outage.seconds, self.up)
+            timer.daemon = True
+            timer.start()
+
+    def _rate_limited(self, digest: bytes) -> bool:
+        """In a storm, whether this attempt at the request is answered 429 (by its hash)."""
+        storm = self.storm
+        if storm is None or self.requests <= storm.after:
+            return False
+        now = time.monotonic()
+        if self.storm_began is None:
+            self.storm_began = now
+        if storm.seconds is not None and now - self.storm_began > storm.seconds:
+            return False
+        self.tries[digest] += 1
+        mixed = hashlib.sha256(digest + self.tries[digest].to_bytes(4, "big")).digest()
+        return int.from_bytes(mixed[:8], "big") / 2**64 < storm.share
 
     def _fault(self, path: str, body: bytes) -> str | None:
         digest = hashlib.sha256(path.encode() + b"\0" + body).digest()
         with self.lock:
+            if self.down_at is not None:
+                return "down"
             self.requests += 1
+            if self.outage is not None and self.requests == self.outage.after + 1 and not self.downs:
+                self._mark_down()  # from now on every request is dropped
+                threading.Thread(target=self._begin_outage, daemon=True).start()
+                return "down"
+            if self._rate_limited(digest):
+                self.faults["429"] += 1
+                return "429"
             if digest in self.seen:
                 return None  # a retry: passes through
             self.seen.add(digest)
@@ -114,7 +203,12 @@ class FaultProxy:
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         body = handler.rfile.read(int(handler.headers.get("Content-Length", 0)))
         fault = self._fault(handler.path, body)
-        if fault == "drop":
+        if fault == "429":
+            assert self.storm is not None
+            self._send(handler, 429, b'{"error": {"message": "rate limited"}}',
+                       headers={"Retry-After": f"{self.storm.retry_after_s:g}"})
+            return
+        if fault in ("drop", "down"):
             handler.close_connection = True
             handler.connection.shutdown(socket.SHUT_RDWR)
             return
@@ -126,10 +220,15 @@ class FaultProxy:
             return
         if fault == "hang":
             time.sleep(self.hang_s)
+        downs = self.downs
         try:
             status, payload, kind = self._forward(handler, body)
         except OSError as exc:  # the upstream refused or broke: what a gateway says then
             status, payload, kind = 502, f'{{"error": {{"message": "bad gateway: {exc}"}}}}'.encode(), "application/json"
+        if self.downs != downs or self.down_at is not None:  # it went down meanwhile: no answer
+            handler.close_connection = True
+            handler.connection.shutdown(socket.SHUT_RDWR)
+            return
         try:
             self._send(handler, status, payload, kind)
         except (BrokenPipeError, ConnectionResetError):
@@ -147,9 +246,12 @@ class FaultProxy:
             connection.close()
 
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, payload: bytes, kind: str = "application/json") -> None:
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: bytes, kind: str = "application/json",
+              headers: dict[str, str] | None = None) -> None:
         handler.send_response(status)
         handler.send_header("Content-Type", kind)
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
         handler.send_header("Content-Length", str(len(payload)))
         handler.end_headers()
         handler.wfile.write(payload)

@@ -36,18 +36,45 @@ class TransportError(Exception):
     dropped connection, a body that is not JSON or not the API's shape).
 
     `status` is the HTTP status when there was one; `retry_after_s` what the server asked
-    us to wait; `retry` is False when another attempt cannot help (a bad key, a bad request).
-    The message is already redacted.
+    us to wait; `retry` is False when another attempt cannot help (a bad key, a bad request);
+    `reached` is False when the request never reached the server (the connection was refused
+    or could not be made), so it was not tried. The message is already redacted.
     """
 
     def __init__(self, message: str, *, status: int | None = None, retry_after_s: float | None = None,
-                 retry: bool = True) -> None:
+                 retry: bool = True, reached: bool = True) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after_s = retry_after_s
         self.retry = retry
+        self.reached = reached
 
     @property
     def overload(self) -> bool:
         """The server says it has too much work: 429 Too Many Requests, 503 Unavailable."""
         return self.status in (429, 503)
+
+
+class EndpointDown(Exception):
+    """An endpoint answered nothing for longer than its `max_outage`: the run stops cleanly
+    (what it recorded stays; `--resume` continues it). Names the endpoint, since when
+    (seconds since the epoch) and why (the causes of its failures, most frequent first)."""
+
+    def __init__(self, endpoint: str, since: float, causes: list[str], max_outage_s: float) -> None:
+        self.endpoint = endpoint
+        self.since = since
+        self.causes = causes
+        self.max_outage_s = max_outage_s
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        import datetime as dt
+
+        when = dt.datetime.fromtimestamp(self.since, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return (f"{self.endpoint} has answered nothing since {when} ({', '.join(self.causes)}), longer than "
+                f"max_outage {self.max_outage_s:g} s")
+
+
+class EndpointUnreachable(InputError):
+    """An endpoint that has never answered in this run refused or could not take a
+    connection: a wrong URL or a server not started. Exit 2 at once, not a wait."""

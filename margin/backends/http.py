@@ -64,8 +64,26 @@ def transport_error(exc: BaseException) -> TransportError:
         return TransportError(message, status=status, retry_after_s=wait,
                               retry=status in (408, 409, 429) or status >= 500)
     # Timeouts, dropped connections, and bodies that are not JSON or not the API's shape
-    # (openai.APIResponseValidationError, json errors): no usable answer this time.
-    return TransportError(message)
+    # (openai.APIResponseValidationError, json errors): no usable answer this time. A
+    # connection that could not be made (refused, unknown host) never reached the server.
+    return TransportError(message, reached=not _not_connected(exc))
+
+
+def _not_connected(exc: BaseException) -> bool:
+    """Whether the request failed before a connection to the server was made (by the
+    names of the HTTP library's errors, which differ between its versions' modules)."""
+    import openai
+
+    if not isinstance(exc, openai.APIConnectionError):
+        return False
+    cause: BaseException | None = exc.__cause__ or exc.__context__
+    for _ in range(4):  # the client wraps httpx's error, which wraps the socket's
+        if cause is None:
+            return False
+        if isinstance(cause, ConnectionRefusedError) or type(cause).__name__ in ("ConnectError", "ConnectTimeout"):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 class AsyncEndpoint:

@@ -3,12 +3,16 @@ command whose outputs are written but whose coverage is short."""
 
 from __future__ import annotations
 
+import shlex
+import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import typer
 
-from margin.cli.app import console, err
+from margin.cli.app import ARGS, console, err
+from margin.engine.limits import parse_duration
 from margin.errors import InputError
 
 
@@ -24,7 +28,8 @@ def parse_share(text: str, flag: str) -> float:
 
 
 def check_limits(*, max_attempts: int | None, call_timeout: float | None, max_concurrency: int | None,
-                 requests_per_second: float | None, hedge_after: str | None) -> dict[str, Any]:
+                 requests_per_second: float | None, hedge_after: str | None,
+                 max_outage: str | None = None) -> dict[str, Any]:
     """The call-limit flags as RunConfig fields, each checked (exit 2 naming the flag)."""
     for value, flag in ((max_attempts, "--max-attempts"), (max_concurrency, "--max-concurrency")):
         if value is not None and value < 1:
@@ -40,8 +45,34 @@ def check_limits(*, max_attempts: int | None, call_timeout: float | None, max_co
             raise InputError(f"expected seconds, auto or off, got {hedge_after!r}", field="--hedge-after") from None
         if hedge <= 0:
             raise InputError("must be positive (or off)", field="--hedge-after")
+    outage = None
+    if max_outage is not None:
+        try:
+            outage = parse_duration(max_outage)
+        except ValueError as exc:
+            raise InputError(str(exc), field="--max-outage") from None
     return {"max_attempts": max_attempts, "call_timeout_s": call_timeout, "max_concurrency": max_concurrency,
-            "requests_per_second": requests_per_second, "hedge_after_s": hedge}
+            "requests_per_second": requests_per_second, "hedge_after_s": hedge, "max_outage_s": outage}
+
+
+def resume_command(command: str, folder: Path, argv: list[str] | None = None) -> str:
+    """This invocation of `margin COMMAND` again, continuing `folder` (`margin run ...
+    --resume DIR`; `margin study ... --out DIR --resume`): what to type once an endpoint
+    that was down is back."""
+    args = list((ARGS or sys.argv[1:]) if argv is None else argv)
+    if args and args[0] == command:
+        args = args[1:]
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--out" or (arg == "--resume" and command == "run"):
+            skip = True
+        elif arg != "--resume" and not arg.startswith(("--out=", "--resume=")):
+            kept.append(arg)
+    tail = ["--resume", str(folder)] if command == "run" else ["--out", str(folder), "--resume"]
+    return shlex.join(["margin", command, *kept, *tail])
 
 
 def families() -> dict[str, str]:

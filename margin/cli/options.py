@@ -42,5 +42,8 @@ RequestsPerSecond = Annotated[float | None, typer.Option(
 HedgeAfter = Annotated[str | None, typer.Option(
     help="endpoints: a second copy of a request unanswered after this many seconds | auto (3 x p95 latency, "
          "at least 1 s; the default) | off")]
+MaxOutage = Annotated[str | None, typer.Option(
+    help="endpoints: how long one may answer nothing (down, refusing, throttling every request) before the "
+         "run stops, resumable: seconds or 45s / 10m / 1h (default 10m)")]
 OutDir = Annotated[Path | None, typer.Option(help="output folder (default under runs/)")]
 AsJson = Annotated[bool, typer.Option("--json", help="machine-readable")]

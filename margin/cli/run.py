@@ -11,9 +11,9 @@ import typer
 
 from margin.cli import options as o
 from margin.cli.app import ARGS, app, console, err
-from margin.cli.common import check_limits, check_or_fail, fmt, parse_share
+from margin.cli.common import check_limits, check_or_fail, fail, fmt, parse_share, resume_command
 from margin.cli.progress import RunProgress
-from margin.errors import InputError
+from margin.errors import EndpointDown, InputError
 
 
 @app.command()
@@ -53,6 +53,7 @@ def run(
     max_concurrency: o.MaxConcurrency = None,
     requests_per_second: o.RequestsPerSecond = None,
     hedge_after: o.HedgeAfter = None,
+    max_outage: o.MaxOutage = None,
 ) -> None:
     """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
     from margin.guards.make import parse_guard_spec
@@ -63,7 +64,7 @@ def run(
     if resume is not None and out is not None and out != resume:
         raise InputError("give either --out or --resume (the folder to continue), not both", field="--out")
     limits = check_limits(max_attempts=max_attempts, call_timeout=call_timeout, max_concurrency=max_concurrency,
-                          requests_per_second=requests_per_second, hedge_after=hedge_after)
+                          requests_per_second=requests_per_second, hedge_after=hedge_after, max_outage=max_outage)
     spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
                             threshold=threshold, normalize=normalize, replicas=replicas, num_cpus=num_cpus,
                             num_gpus=num_gpus)
@@ -81,18 +82,10 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
     from margin.runs.folder import default_out_dir
     from margin.runs.prepare import prepare
 
-    target = resume  # the folder a Ctrl-C leaves to resume (a new one only once the run has begun)
-    try:
-        prepared = prepare(config)
-        assert prepared.info is not None
-        if prepared.limit_sample:
-            from margin.runs.subset import describe
-
-            console.print(describe(prepared.limit_sample, len(prepared.dataset.prompts)), markup=False, highlight=False)
-        out_dir = target = resume or out or default_out_dir(prepared.info.id)
-        outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
-    except KeyboardInterrupt:
-        interrupted(target)
+from margin.cli.app import ARGS, app, console, err
+from margin.cli.common import check_limits, check_or_fail, fail, fmt, parse_share, resume_command
+from margin.cli.progress import RunProgress
+from margin.errors import EndpointDown, InputError
     print_summary(outcome)
     normalize = prepared.spec.normalize if prepared.spec is not None else None
     if normalize is not None and "decode" in normalize.split("+"):
@@ -110,25 +103,10 @@ def interrupted(out_dir: Path | None) -> NoReturn:
     """Ctrl-C: what was recorded stays, and the command that continues it is printed (exit 130)."""
     if out_dir is not None and (out_dir / "run.json").is_file():
         err.print(f"interrupted: {out_dir}/ keeps what was recorded; continue with\n"
-                  f"  {resume_command(ARGS, out_dir)}", markup=False, highlight=False, soft_wrap=True)
+                  f"  {resume_command('run', out_dir)}", markup=False, highlight=False, soft_wrap=True)
     else:
         err.print("interrupted before anything was recorded; nothing was written", markup=False, highlight=False)
     raise typer.Exit(130)
-
-
-def resume_command(args: list[str], out_dir: Path) -> str:
-    """This command with --resume OUT_DIR in place of --out/--resume (the other options must stay)."""
-    kept: list[str] = []
-    skip = False
-    for arg in args:
-        if skip or arg.startswith(("--out=", "--resume=")):
-            skip = False
-            continue
-        if arg in ("--out", "--resume"):
-            skip = True
-            continue
-        kept.append(arg)
-    return shlex.join(["margin", *kept, "--resume", str(out_dir)])
 
 
 def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: Any) -> Any:
@@ -195,6 +173,8 @@ def engine_rows(outcome: Any) -> list[tuple[str, str]]:
             p50, p95 = f.latency(0.5), f.latency(0.95)
             rows.append(("request latency p50 / p95 s", f"{p50 or 0:.3f} / {p95 or 0:.3f}"))
             rows.append(("retries / hedges / 429-503", f"{f.retries} / {f.hedges} / {f.overloads}"))
+            if f.pauses or f.waits:
+                rows.append(("endpoint paused / retries that waited", f"{f.pauses} / {f.waits}"))
             if f.lowest_concurrency is not None:
                 rows.append(("lowest concurrency", f"{f.lowest_concurrency:.0f}"))
             rows.append(("wall s", f"{f.search_s:.1f}"))

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from margin.cli.app import app, console, err
-from margin.cli.common import check_or_fail, fail
-from margin.errors import InputError
+from margin.cli.common import check_or_fail, fail, resume_command
+from margin.errors import EndpointDown, InputError
 
 
 @app.command()
@@ -56,6 +56,9 @@ def study(
             outcome = run_study(plan, out_dir, resume=resume, engine=engine,  # type: ignore[arg-type]
                                 ray_address=ray_address, cache=not no_cache, on_stage=on_stage,
                                 on_batch=on_batch)
+    except EndpointDown as exc:
+        fail(f"{exc}. The study stopped; what it recorded is kept in {out_dir}/. When the endpoint is back, "
+             f"continue with: {resume_command('study', out_dir)}")
     except RuntimeError as exc:  # an actor or guard that cannot start: say so in one line
         fail(str(exc))
     for table in evidence_tables(outcome.pairings):

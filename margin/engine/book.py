@@ -10,7 +10,9 @@ request itself, the pool that serves it and the owners waiting for it. The book
 - hands requests to pools (`take`), counting attempts, and takes their outcomes back
   (`deliver`): an outcome without output is retried after a jittered exponential backoff
   that honours Retry-After, until the pool's attempt limit, then the key is missing and its
-  owners get None;
+  owners get None. Only attempts that were tried and failed count: an outcome the pool
+  marks uncharged (the server asked to wait, the endpoint was down) is retried without
+  using one up;
 - lets a pool send a second copy of a slow request (`hedge`) and put back requests that
   never ran (`requeue`, uncharged).
 
@@ -28,6 +30,8 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
+
+from margin.engine.recent import ABSENT, Recent
 
 #: Where an answer given without a call came from.
 Origin = Literal["memo", "replay", "cache", "joined"]
@@ -51,6 +55,9 @@ class Outcome(NamedTuple):
     error: str | None = None
     retry_after_s: float | None = None  # what the server asked us to wait
     retry: bool = True  # False: another attempt cannot help (a bad key)
+    # False: not an attempt that was tried and failed (the server asked to wait, the
+    # connection was refused, the endpoint was down): retried without using up an attempt.
+    charged: bool = True
 
 
 class Store(Protocol):
@@ -103,46 +110,11 @@ class BookStats:
     hedges: int = 0  # second copies of slow requests
     known: dict[str, int] = field(default_factory=dict)  # answers without a call, by origin
     missing: int = 0  # keys without output after every attempt
+    waits: int = 0  # retries that used up no attempt (429, refused, endpoint down)
 
 
 def _nothing(*_: Any) -> None:
     return None
-
-
-_ABSENT = object()
-
-
-class Recent:
-    """The latest answers, about `size` to twice `size` of them: when the young generation
-    fills it becomes the old one and the old one is dropped (O(1), no per-entry order)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = max(1, size)
-        self.young: dict[Hashable, Any] = {}
-        self.old: dict[Hashable, Any] = {}
-
-    def get(self, key: Hashable, default: Any = None) -> Any:
-        found = self.young.get(key, _ABSENT)
-        if found is _ABSENT:
-            found = self.old.get(key, _ABSENT)
-        return default if found is _ABSENT else found
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self.young or key in self.old
-
-    def __getitem__(self, key: Hashable) -> Any:
-        found = self.get(key, _ABSENT)
-        if found is _ABSENT:
-            raise KeyError(key)
-        return found
-
-    def __setitem__(self, key: Hashable, value: Any) -> None:
-        self.young[key] = value
-        if len(self.young) >= self.size:
-            self.old, self.young = self.young, {}
-
-    def __len__(self) -> int:
-        return len(self.young) + len(self.old)
 
 
 class Book:
@@ -331,10 +303,10 @@ class Book:
             self._queue(job.pool).appendleft(job)
 
     def _known(self, key: Hashable) -> tuple[bool, Any, Origin]:
-        output = self.memo.young.get(key, _ABSENT)  # Recent.get, inline: every ask comes here
-        if output is _ABSENT:
-            output = self.memo.old.get(key, _ABSENT)
-        if output is not _ABSENT:
+        output = self.memo.young.get(key, ABSENT)  # Recent.get, inline: every ask comes here
+        if output is ABSENT:
+            output = self.memo.old.get(key, ABSENT)
+        if output is not ABSENT:
             return True, output, "memo"
         if self.replay is not None and (output := self.replay.output(key)) is not None:
             self.memo[key] = output
@@ -365,6 +337,9 @@ class Book:
     def _failed(self, job: Job, outcome: Outcome) -> None:
         if job.inflight:
             return  # another copy is still running: it may answer
+        if outcome.retry and not outcome.charged:
+            job.limit += 1  # a wait, not a failed attempt
+            self.stats.waits += 1
         if outcome.retry and job.attempts < job.limit:
             self.stats.retries += 1
             due = self.clock() + self.backoff.delay(job.attempts, outcome.retry_after_s, self.rng)

@@ -52,6 +52,7 @@ class CallResult:
     status: int | None = None  # the HTTP status of a failed remote call
     retry_after_s: float | None = None
     retry: bool = True
+    reached: bool = True  # False: the request never reached the server (not tried)
 
     @property
     def overload(self) -> bool:
@@ -99,6 +100,6 @@ async def call_remote(caller: StreamCaller, requests: Sequence[Any], timeout_s: 
         return CallResult([None] * n, [message] * n, time.perf_counter() - started)
     except TransportError as exc:
         return CallResult([None] * n, [str(exc)[:500]] * n, time.perf_counter() - started, status=exc.status,
-                          retry_after_s=exc.retry_after_s, retry=exc.retry)
+                          retry_after_s=exc.retry_after_s, retry=exc.retry, reached=exc.reached)
     except Exception as exc:
         return CallResult([None] * n, [_error(exc)] * n, time.perf_counter() - started)

@@ -13,7 +13,10 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 #: `backend_options` keys that are endpoint limits (runtime settings: never in an identity).
-LIMIT_OPTIONS = ("max_concurrency", "timeout_s", "max_attempts", "requests_per_second", "hedge_after_s")
+LIMIT_OPTIONS = ("max_concurrency", "timeout_s", "max_attempts", "requests_per_second", "hedge_after_s",
+                 "max_outage_s")
+#: How long an endpoint may answer nothing before the run stops (10 minutes).
+MAX_OUTAGE_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -25,12 +28,15 @@ class EndpointLimits:
     # A second copy of a request still unanswered after this many seconds; "auto": 3 x the
     # p95 latency seen so far, at least 1 s; None: never.
     hedge_after_s: float | str | None = "auto"
+    # How long the endpoint may answer nothing (down, refusing, throttling every request)
+    # before the run stops; until then its requests wait, using up no attempts.
+    max_outage_s: float = MAX_OUTAGE_S
 
     def __post_init__(self) -> None:
         if self.max_concurrency < 1 or self.max_attempts < 1:
             raise ValueError("max_concurrency and max_attempts must be at least 1")
-        if self.timeout_s <= 0:
-            raise ValueError("timeout_s must be positive")
+        if self.timeout_s <= 0 or self.max_outage_s <= 0:
+            raise ValueError("timeout_s and max_outage_s must be positive")
         if self.requests_per_second is not None and self.requests_per_second <= 0:
             raise ValueError("requests_per_second must be positive")
         hedge = self.hedge_after_s
@@ -46,8 +52,26 @@ class EndpointLimits:
         given.update({k: v for k, v in overrides.items() if v is not None})
         if given.get("hedge_after_s") in ("off", "none", False):
             given["hedge_after_s"] = None
+        if isinstance(given.get("max_outage_s"), str):
+            given["max_outage_s"] = parse_duration(given["max_outage_s"])
         names = {f.name for f in fields(cls)}
         return replace(base or cls(), **{k: v for k, v in given.items() if k in names})
+
+
+def parse_duration(text: str | float) -> float:
+    """Seconds from `600`, `45s`, `10m` or `1h`; ValueError when it is none of those."""
+    if isinstance(text, int | float):
+        return float(text)
+    value = text.strip().lower()
+    scale = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(value[-1:])
+    number = value[:-1] if scale is not None else value
+    try:
+        seconds = float(number) * (scale or 1.0)
+    except ValueError:
+        raise ValueError(f"expected seconds or a duration such as 45s, 10m or 1h, got {text!r}") from None
+    if seconds <= 0:
+        raise ValueError(f"must be positive, got {text!r}")
+    return seconds
 
 
 class ConcurrencyLimit:
@@ -69,6 +93,10 @@ class ConcurrencyLimit:
     def succeeded(self, inflight: int) -> None:
         if inflight + 1 >= self.limit / 2:  # +1: the request that just finished was in use
             self.limit = min(float(self.maximum), self.limit + 1)
+
+    def reset(self) -> None:
+        """Back to the maximum (an endpoint answering again after an outage)."""
+        self.limit = float(self.maximum)
 
     def overloaded(self) -> None:
         self.limit = max(float(self.minimum), self.limit * self.backoff)

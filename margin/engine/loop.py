@@ -20,6 +20,7 @@ from typing import Any
 
 from margin.engine.book import Book
 from margin.engine.pool import Pool
+from margin.engine.stream import share_breakers
 
 #: Allocations between young-generation collections while the engine runs (Python's default
 #: is 700). A run makes millions of short-lived tuples (candidates, requests, outcomes) and
@@ -77,6 +78,7 @@ async def _run(book: Book, pools: Sequence[Pool], clock: Callable[[], float]) ->
         finished.append((pool, token))
         wake.set()
 
+    share_breakers(pools)
     for pool in pools:
         pool.bind(notify)
     try:

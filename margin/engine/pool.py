@@ -42,6 +42,7 @@ class PoolFigures:
     overloads: int = 0  # answers 429 / 503
     latencies: list[float] = field(default_factory=list)  # per remote request
     lowest_limit: float | None = None  # the adaptive concurrency's lowest point
+    pauses: int = 0  # times an endpoint that stopped answering was paused (its breaker opened)
 
     @property
     def mean_fill(self) -> float | None:

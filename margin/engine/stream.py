@@ -7,31 +7,39 @@ Each request holds only its own slot: a slow or hung one delays nobody else. The
 - bounds every request by `timeout_s`: past it, that request is an attempt without output;
 - hedges: a request still unanswered after `hedge_after_s` (by default 3 x the p95 latency
   seen so far, at least 1 s) gets a second copy; the first answer wins and the other copy
-  is cancelled and recorded as such. Hedges are capped at a tenth of the requests (plus a
-  few), so a slow server is not sent twice the load;
+  is cancelled and recorded as such. Hedges that lose (the first copy answered first) are
+  capped at a tenth of the requests (plus a few), so a server slow for everyone is not
+  sent twice the load; a hedge that wins (its first copy hung) does not count against the
+  cap, so however many requests hang, each is hedged;
 - reports each failure's HTTP status and Retry-After to the book, which retries it after a
-  jittered backoff, not sooner than the server asked.
+  jittered backoff, not sooner than the server asked. A failure that was not a tried
+  attempt (429, 503 with Retry-After, a refused connection) is charged no attempt;
+- pauses the endpoint when it stops answering (`Breaker`): one probe at a time until it
+  answers, no attempts charged meanwhile; past `max_outage_s` it raises `EndpointDown`,
+  and an endpoint that refuses its first connections raises `EndpointUnreachable`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict, deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from margin.engine.book import Book, Outcome, Ticket
-from margin.engine.calls import StreamCaller, call_remote
+from margin.engine.breaker import Breaker, cause
+from margin.engine.calls import CallResult, StreamCaller, call_remote
 from margin.engine.limits import ConcurrencyLimit, EndpointLimits, RateLimit
 from margin.engine.pool import OnCall, Pool, _ignore
+from margin.errors import EndpointDown, EndpointUnreachable
 
 HEDGE_FLOOR_S = 1.0
 HEDGE_FACTOR = 3.0
 HEDGE_SAMPLES = 16  # latencies seen before "auto" hedges at all
 HEDGE_SHARE = 0.1  # hedges at most this share of the requests started, plus HEDGE_SPARE
 HEDGE_SPARE = 8
-LATENCY_WINDOW = 512
+LATENCY_WINDOW = 128  # the latest answers whose p95 sets "auto" hedges: a slow start is soon forgotten
 
 
 @dataclass(eq=False)
@@ -41,13 +49,31 @@ class Request:
     task: asyncio.Task[Any] | None = None
     hedged: bool = False  # a copy of it was sent
     cancelled: bool = False
+    copy: bool = False  # it is a hedge
+    probe: bool = False  # sent while the breaker was open
+
+
+def share_breakers(pools: Sequence[Pool]) -> None:
+    """Pools whose requests go to the same endpoint (a study's models and judges on one
+    server) share its breaker: one outage, one probe at a time, one deadline."""
+    by_url: dict[str, Breaker] = {}
+    for pool in pools:
+        if isinstance(pool, StreamPool):
+            pool.breaker = by_url.setdefault(pool.url, pool.breaker)
 
 
 class StreamPool(Pool):
     def __init__(self, name: str, caller: StreamCaller, limits: EndpointLimits, *, owns: bool = True,
-                 on_call: OnCall = _ignore) -> None:
+                 on_call: OnCall = _ignore, url: str | None = None) -> None:
+        """`url`: the endpoint, as outage reports name it (default: the pool's name)."""
         super().__init__(name, "stream", on_call)
         self.caller = caller
+        self.url = url or name
+        self.breaker = Breaker(limits.max_outage_s)
+        self.hedges_won = 0  # hedges that answered while their first copy still ran
+        # Failures in doubt: the endpoint has answered nothing since. Charged once it answers
+        # another request (they were the requests' own), uncharged if the breaker opens.
+        self.held: list[Outcome] = []
         self.owns = owns
         self.limits = limits
         self.concurrency = ConcurrencyLimit(limits.max_concurrency)
@@ -71,6 +97,13 @@ class StreamPool(Pool):
     def dispatch(self, book: Book, now: float) -> None:
         if self.rate is None:
             self.rate = RateLimit(self.limits.requests_per_second, now)
+        if self.breaker.open:
+            if self.breaker.may_probe(now) and book.queued(self.name) and self.rate.take(now):
+                tickets = book.take(self.name, self.caller.request_size)
+                if tickets:
+                    self.breaker.probing = True
+                    self._send(tickets, now, probe=True)
+            return
         while self.concurrency.room(len(self.requests)) > 0:
             if not book.queued(self.name) or not self.rate.take(now):
                 return
@@ -87,32 +120,82 @@ class StreamPool(Pool):
         assert request.task is not None
         result = request.task.result()
         latency = now - request.started
-        outcomes: list[Outcome] = []
-        if all(out is not None for out in result.outputs):
-            self.concurrency.succeeded(len(self.requests))
-            self.recent.append(latency)
-            self._seen += 1
-            self.figures.latencies.append(latency)
-        elif result.overload:
+        if request.probe:
+            self.breaker.probing = False
+        charged = True
+        answered = any(out is not None for out in result.outputs)
+        if answered:
+            if self.breaker.answer(now):
+                self.concurrency.reset()  # answering again: full concurrency at once
+            self._release(book, charged=True)
+            if all(out is not None for out in result.outputs):
+                self.concurrency.succeeded(len(self.requests))
+                self.recent.append(latency)
+                self._seen += 1
+                self.figures.latencies.append(latency)
+        elif result.retry:
+            charged = self._failed(book, request, result, now)
+        if result.overload:
             self.figures.overloads += 1
             self.concurrency.overloaded()
             self.figures.lowest_limit = self.concurrency.lowest
         if result.errors and all(e is not None and e.startswith("timeout") for e in result.errors):
             self.figures.timeouts += 1
+        outcomes: list[Outcome] = []
         for ticket, output, error in zip(request.tickets, result.outputs, result.errors, strict=True):
             if output is not None:
-                outcomes += self._cancel_copies(ticket.key, now, winner=ticket.attempt)
+                cancelled = self._cancel_copies(ticket.key, now, winner=ticket.attempt)
+                self.hedges_won += bool(cancelled) and request.copy
+                outcomes += cancelled
             outcomes.append(Outcome(ticket.key, ticket.attempt, output, latency, error, result.retry_after_s,
-                                    result.retry))
-        book.deliver(outcomes)
+                                    result.retry, charged))
+        if not answered and charged and result.retry:
+            self.held += outcomes  # in doubt until the endpoint answers another request
+        else:
+            book.deliver(outcomes)
         self.figures.calls += 1
         self.figures.requests += len(request.tickets)
         self.figures.call_s += latency
         self.on_call(len(request.tickets), self.caller.request_size, latency)
 
+    def _failed(self, book: Book, request: Request, result: CallResult, now: float) -> bool:
+        """A request the endpoint gave no answer to: tell the breaker; returns whether it
+        may use up an attempt (one that was tried and failed while the breaker was closed;
+        it is held until the endpoint answers another request)."""
+        breaker = self.breaker
+        wait = result.status == 429 or (result.status == 503 and result.retry_after_s is not None)
+        why = cause(result.errors[0] if result.errors else None, result.status, result.reached)
+        was_open = breaker.open
+        if breaker.failure(request.started, now, why, result.retry_after_s, probe=request.probe,
+                           keys=(t.key for t in request.tickets)):
+            self.figures.pauses += 1
+            if not breaker.answered and why == "connection refused":
+                raise EndpointUnreachable(f"{self.url} refused the connection: is the server running, and is "
+                                          f"the URL right? ({result.errors[0]})")
+            self._release(book, charged=False)  # the streak was the endpoint's fault, not theirs
+            return False
+        return not (was_open or wait or not result.reached)
+
+    def _release(self, book: Book, *, charged: bool) -> None:
+        held, self.held = self.held, []
+        if held:
+            book.deliver([outcome._replace(charged=charged) for outcome in held])
+
     def tick(self, book: Book, now: float) -> None:
+        if self.held and not self.requests:
+            # Nothing in flight can settle them. Several texts failing with no answer between
+            # is the endpoint failing: pause it. One text failing alone is its own failure.
+            several = len({outcome.key for outcome in self.held}) > 1
+            if several and not self.breaker.open:
+                self.breaker.trip(now)
+                self.figures.pauses += 1
+            self._release(book, charged=not (several or self.breaker.open))
+        if self.breaker.over(now):
+            b = self.breaker
+            assert b.failing_since_wall is not None
+            raise EndpointDown(self.url, b.failing_since_wall, b.why(), b.max_outage_s)
         after = self._hedge_after()
-        if after is None:
+        if after is None or self.breaker.open:
             return
         for request in list(self.requests):
             if request.hedged or now - request.started < after:
@@ -127,8 +210,12 @@ class StreamPool(Pool):
 
     def next_timer(self, book: Book, now: float) -> float | None:
         times = []
+        if (deadline := self.breaker.deadline()) is not None:
+            times.append(deadline)
+            if self.breaker.probe_at is not None and not self.breaker.probing and book.queued(self.name):
+                times.append(self.breaker.probe_at)
         after = self._hedge_after()
-        if after is not None and self._may_hedge():
+        if after is not None and self._may_hedge() and not self.breaker.open:
             times += [r.started + after for r in self.requests if not r.hedged]
         if self.rate is not None and book.queued(self.name):
             next_token = self.rate.next_at(now)
@@ -148,8 +235,8 @@ class StreamPool(Pool):
 
     # -- inside ---------------------------------------------------------------------------
 
-    def _send(self, tickets: list[Ticket], now: float, *, hedge: bool = False) -> None:
-        request = Request(tickets, now, hedged=hedge)  # a copy is never copied again
+    def _send(self, tickets: list[Ticket], now: float, *, hedge: bool = False, probe: bool = False) -> None:
+        request = Request(tickets, now, hedged=hedge, copy=hedge, probe=probe)  # a copy is never copied again
         coro = call_remote(self.caller, [t.request for t in tickets], self.limits.timeout_s)
         request.task = asyncio.get_running_loop().create_task(coro)
         request.task.add_done_callback(lambda _: self.notify(request))
@@ -196,4 +283,5 @@ class StreamPool(Pool):
         return max(HEDGE_FLOOR_S, HEDGE_FACTOR * p95)
 
     def _may_hedge(self) -> bool:
-        return self.figures.hedges < HEDGE_SHARE * self.started_requests + HEDGE_SPARE
+        """Hedges that did not win stay under a tenth of the requests (plus a few)."""
+        return self.figures.hedges - self.hedges_won < HEDGE_SHARE * self.started_requests + HEDGE_SPARE

@@ -32,6 +32,7 @@ class RunConfig:
     max_concurrency: int | None = None
     requests_per_second: float | None = None
     hedge_after_s: float | str | None = None
+    max_outage_s: float | None = None  # an endpoint answering nothing this long stops the run
     retry_wait_s: float = 0.5
     engine: Engine = "ray"
     ray_address: str | None = None
@@ -60,7 +61,7 @@ class RunConfig:
             engine=self.engine, ray_address=self.ray_address, batch_size=self.batch_size, max_wait_s=self.max_wait_s,
             retry_wait_s=self.retry_wait_s, max_attempts=self.max_attempts, call_timeout_s=self.call_timeout_s,
             max_concurrency=self.max_concurrency, requests_per_second=self.requests_per_second,
-            hedge_after_s=self.hedge_after_s)
+            hedge_after_s=self.hedge_after_s, max_outage_s=self.max_outage_s)
 
     def guard_spec(self) -> GuardSpec:
         overrides = {"backend": self.backend, "model": self.model, "base_url": self.base_url,

@@ -83,9 +83,9 @@ def guard_pool(spec: GuardSpec, guard: Guard | None, *, engine: Engine, batch_si
     is, never closed by margin); else the guard is built from `spec`."""
     if guard is None and is_remote(spec):
         guard = build_guard(spec)
-        return StreamPool(POOL, RemoteGuardCaller(guard), limits, owns=True, on_call=on_call)
+        return StreamPool(POOL, RemoteGuardCaller(guard), limits, owns=True, on_call=on_call, url=endpoint_url(spec))
     if guard is not None and guard.remote:
-        return StreamPool(POOL, RemoteGuardCaller(guard), limits, owns=False, on_call=on_call)
+        return StreamPool(POOL, RemoteGuardCaller(guard), limits, owns=False, on_call=on_call, url=endpoint_url(spec))
     if engine == "local":
         if guard is not None:
             return LocalPool(POOL, lambda: GuardCaller(guard), max_batch_size=batch_size, owns=False,
@@ -94,6 +94,14 @@ def guard_pool(spec: GuardSpec, guard: Guard | None, *, engine: Engine, batch_si
     return ActorPool(POOL, GuardFactory(guard if guard is not None else spec), replicas=spec.replicas,
                      num_cpus=spec.num_cpus, num_gpus=spec.num_gpus, max_batch_size=batch_size,
                      max_wait_s=max_wait_s, call_timeout_s=call_timeout_s, on_call=on_call)
+
+
+def endpoint_url(spec: GuardSpec) -> str:
+    """The URL a remote guard's requests go to, for outage reports."""
+    from margin.guards.presets import PRESETS
+
+    preset = PRESETS.get(spec.name)
+    return spec.base_url or (preset.base_url if preset is not None else None) or f"the {spec.name} endpoint"
 
 
 def is_remote(spec: GuardSpec) -> bool:

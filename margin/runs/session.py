@@ -52,6 +52,7 @@ class CallSettings:
     max_concurrency: int | None = None
     requests_per_second: float | None = None
     hedge_after_s: float | str | None = None
+    max_outage_s: float | None = None
 
     def limits(self, options: dict[str, Any], base: EndpointLimits | None = None) -> EndpointLimits:
         """An endpoint's limits: these settings over its `backend_options` over `base` (the
@@ -59,7 +60,7 @@ class CallSettings:
         return EndpointLimits.from_options(
             options, base, max_concurrency=self.max_concurrency, timeout_s=self.call_timeout_s,
             max_attempts=self.max_attempts, requests_per_second=self.requests_per_second,
-            hedge_after_s=self.hedge_after_s)
+            hedge_after_s=self.hedge_after_s, max_outage_s=self.max_outage_s)
 
 
 @dataclass
@@ -83,6 +84,8 @@ class EngineFigures:
     streamed: bool = False
     overloads: int = 0  # answers 429 / 503
     lowest_concurrency: float | None = None
+    pauses: int = 0  # times the endpoint stopped answering and was paused
+    waits: int = 0  # retries that used up no attempt (429, refused, endpoint down)
     latencies: list[float] = field(default_factory=list)
 
     @property
@@ -222,6 +225,7 @@ class GuardSession:
             f.streamed = True
             f.overloads = pool.overloads
             f.lowest_concurrency = pool.lowest_limit
+            f.pauses, f.waits = pool.pauses, driver.book.stats.waits
             f.latencies = pool.latencies
 
 

@@ -126,6 +126,9 @@ class Runtime(Strict):
     max_attempts: int | None = Field(default=None, ge=1)
     retry_wait_s: float = Field(default=0.5, ge=0)
     call_timeout_s: float | None = Field(default=None, gt=0)
+    # How long an endpoint (a model's, a judge's, a guard's) may answer nothing before the
+    # study stops, resumable; None: each endpoint's own backend_options, else 600 s.
+    max_outage_s: float | None = Field(default=None, gt=0)
     batch_size: int = Field(default=64, ge=1)  # texts per guard call
     # Share of guard verdicts, responses and judge outputs that may end missing before the
     # study fails (its outputs are still written; --resume retries the missing ones).

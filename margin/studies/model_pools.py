@@ -45,7 +45,7 @@ def model_pool(name: str, spec: ModelSpec, max_tokens: int, settings: CallSettin
                on_call: OnCall = _ignore) -> Pool:
     limits = model_limits(spec, settings)
     if spec.backend == "openai":
-        return StreamPool(name, ChatModel(spec, max_tokens), limits, on_call=on_call)
+        return StreamPool(name, ChatModel(spec, max_tokens), limits, on_call=on_call, url=spec.base_url)
     factory = ModelFactory(spec, max_tokens)
     if settings.engine == "local":
         return LocalPool(name, factory.build, max_batch_size=spec.max_batch_size, on_call=on_call)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from margin.engine.cluster import connect, disconnect
-from margin.errors import InputError
+from margin.errors import EndpointUnreachable, InputError
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
 from margin.runfolder import atomic_write_text, dumps, read_jsonl
@@ -97,7 +97,7 @@ def call_settings(plan: StudyPlan, engine: Engine, ray_address: str | None) -> C
     runtime = plan.config.runtime
     return CallSettings(engine=engine, ray_address=ray_address, batch_size=runtime.batch_size,
                         retry_wait_s=runtime.retry_wait_s, max_attempts=runtime.max_attempts,
-                        call_timeout_s=runtime.call_timeout_s)
+                        call_timeout_s=runtime.call_timeout_s, max_outage_s=runtime.max_outage_s)
 
 
 def needs_actors(plan: StudyPlan) -> bool:
@@ -143,6 +143,10 @@ def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: E
     except ModelUnavailable as exc:
         raise ModelUnavailable(f"{exc}. The study stopped; once it answers, finish it with: margin study "
                                f"{plan.source.path} --out {out_dir} --resume") from None
+    except EndpointUnreachable:
+        if not resume:  # an endpoint that was never there: leave no half-made study folder
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     finally:
         disconnect(started_ray)
     on_stage("rates")

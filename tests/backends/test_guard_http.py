@@ -16,6 +16,7 @@ from margin.engine.book import Backoff, Book, Outcome
 from margin.engine.limits import EndpointLimits
 from margin.engine.loop import run_pools
 from margin.engine.stream import StreamPool
+from margin.errors import EndpointDown
 from margin.guards.make import build_guard, parse_guard_spec
 from margin.runs.guard_pool import RemoteGuardCaller
 from tests.support.cli import margin
@@ -112,13 +113,28 @@ def test_template_kwargs_and_raw_prompts_reach_the_server():
 
 def test_no_output_after_every_attempt_is_missing_with_a_redacted_error(api_key, caplog):
     caplog.set_level(logging.DEBUG)
+    poison = lambda text, attempt: "500" if text == "a" else None  # noqa: E731 (the server fails one text)
+    with FakeOpenAI(llama_guard_answer, key=KEY, fault=poison) as server:
+        spec = parse_guard_spec("llama-guard-3-8b", backend="openai", base_url=server.base_url,
+                                api_key_env="MARGIN_TEST_KEY")
+        verdicts, outcomes = classify(build_guard(spec), ["a", "b", "c"], max_attempts=3, timeout_s=10)
+    assert verdicts[0] is None and None not in verdicts[1:] and server.attempts["a"] == 3
+    failed = [o for o in outcomes if o.output is None]
+    assert len(failed) == 3 and all(o.charged for o in failed)
+    assert all("500" in o.error and KEY not in o.error and "[redacted]" in o.error for o in failed)
+    assert KEY not in caplog.text
+
+
+def test_an_endpoint_failing_every_request_is_down_not_a_run_of_missing_texts(api_key):
     with FakeOpenAI(llama_guard_answer, key=KEY, fault=lambda text, attempt: "500") as server:
         spec = parse_guard_spec("llama-guard-3-8b", backend="openai", base_url=server.base_url,
                                 api_key_env="MARGIN_TEST_KEY")
-        verdicts, outcomes = classify(build_guard(spec), ["a", "b"], max_attempts=3, timeout_s=10)
-    assert verdicts == [None, None] and server.attempts["a"] == 3 and len(outcomes) == 6
-    assert all("500" in o.error and KEY not in o.error and "[redacted]" in o.error for o in outcomes)
-    assert KEY not in caplog.text
+        with pytest.raises(EndpointDown, match="HTTP 500") as raised:
+            classify(build_guard(spec), ["a", "b", "c", "d"], max_attempts=1, timeout_s=10, max_outage_s=1.0)
+    # One attempt per text: had the failures used them up, the texts would be missing and no
+    # outage raised.
+    assert raised.value.max_outage_s == 1.0 and KEY not in str(raised.value)
+    assert server.faults["500"] >= 3  # the three sent at once (max_concurrency 3)
 
 
 def test_client_errors_are_not_retried(monkeypatch):

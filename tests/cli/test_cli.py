@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,15 @@ def test_cli_does_not_import_heavy_frameworks():
             "print([m for m in ('torch', 'transformers', 'vllm') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_resume_command_repeats_the_invocation_with_its_folder():
+    from margin.cli.common import resume_command
+
+    argv = ["run", "--guard", "llama-guard-4", "--base-url", "http://h:8000/v1", "--out", "runs/a b", "--limit", "5"]
+    assert resume_command("run", Path("runs/a b"), argv) == (
+        "margin run --guard llama-guard-4 --base-url http://h:8000/v1 --limit 5 --resume 'runs/a b'")
+    again = ["run", "--guard", "g", "--resume=runs/x"]
+    assert resume_command("run", Path("runs/x"), again) == "margin run --guard g --resume runs/x"
+    study = ["study", "s.yaml", "--out", "runs/s", "--resume", "--engine", "local"]
+    assert resume_command("study", Path("runs/s"), study) == "margin study s.yaml --engine local --out runs/s --resume"

@@ -224,3 +224,18 @@ def test_a_local_batch_whose_wake_up_is_lost_still_completes(monkeypatch):
     run_pools(book, [LocalPool("p", Echo, max_batch_size=4)], clock=time.monotonic)
     assert sorted(seen["answers"]) == [(k, k.upper()) for k in "abcdef"]
     assert time.monotonic() - began < 2 * LOOK_EVERY_S + 1.5  # two batches, one look each
+
+
+def test_a_wait_uses_up_no_attempt():
+    book, seen, clock = make(max_attempts=1, backoff=Backoff(base_s=1.0, cap_s=30.0))
+    book.ask("p", "a", "request a", "owner")
+    for attempt in (1, 2, 3):  # the server keeps asking to wait: never missing
+        (ticket,) = book.take("p", 10)
+        assert ticket.attempt == attempt
+        book.deliver([Outcome("a", attempt, None, 0.1, "429", retry_after_s=2.0, charged=False)])
+        assert not seen["answers"] and book.next_due() is not None and book.next_due() >= clock.now + 2.0
+        clock.now = book.next_due()
+    assert book.stats.waits == 3
+    (ticket,) = book.take("p", 10)
+    book.deliver([Outcome("a", ticket.attempt, None, 0.1, "HTTP 500")])  # charged, and the only one
+    assert seen["answers"] == [("owner", None)] and book.stats.missing == 1

@@ -127,3 +127,17 @@ def test_guards_list_json_has_presets_with_semantics():
     assert set(lg4["backends"]) == {"transformers", "vllm", "openai"} and lg4["default_backend"] == "transformers"
     assert "attack" in rows["prompt-guard-2-86m"]["labels"] and rows["prompt-guard-2-86m"]["backends"] == ["transformers"]
     assert all(r["labels"] for r in rows.values())
+
+
+def test_max_outage_in_a_guard_file_is_a_runtime_limit_not_identity(tmp_path):
+    from margin.engine.limits import EndpointLimits
+
+    path = tmp_path / "g.yaml"
+    base = "guard: llama-guard-4\nbackend: openai\nbase_url: http://127.0.0.1:1/v1\n"
+    path.write_text(base + "backend_options: {max_outage_s: 10m}\n")
+    spec = parse_guard_spec(str(path))
+    assert EndpointLimits.from_options(spec.backend_options).max_outage_s == 600.0
+    assert EndpointLimits.from_options({"max_outage_s": 45}).max_outage_s == 45.0
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(base)
+    assert describe_guard(spec).id == describe_guard(parse_guard_spec(str(plain))).id

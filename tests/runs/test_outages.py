@@ -1,0 +1,126 @@
+"""An endpoint's worst minutes, through a proxy on 127.0.0.1 in front of a real guard server:
+an outage (connections refused, then back), a storm of 429s with Retry-After, frequent
+hangs, an outage longer than --max-outage (the run stops, and the printed command resumes
+it) and an endpoint that was never there. Each run ends exactly as the clean run does and
+loses nothing; nothing here depends on how long anything took."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import socket
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from benchmarks.fault_proxy import FaultMix, FaultProxy, Outage, Storm
+from benchmarks.http_guard import start_server
+from tests.support.cli import margin
+
+pytestmark = pytest.mark.slow
+NO_MIX = FaultMix(http_5xx=0, hang=0, garbage=0, drop=0)
+LIMIT = "16"
+
+
+def run_guard(url: str, out: Path, *extra: str):
+    return margin("run", "--guard", "llama-guard-4", "--backend", "openai", "--base-url", url, "--suite", "quick",
+                  "--limit", LIMIT, "--no-cache", "--engine", "local", "--out", str(out), *extra)
+
+
+def calls(out: Path) -> list[dict]:
+    return [r for r in map(json.loads, (out / "receipts.jsonl").read_text().splitlines()) if r["kind"] == "call"]
+
+
+@pytest.fixture(scope="module")
+def guard(tmp_path_factory):
+    """The guard server's URL and the clean run's results."""
+    server, url = start_server(delay_s=0.0, label="keyword")
+    out = tmp_path_factory.mktemp("clean") / "run"
+    try:
+        proc = run_guard(url, out)
+        assert proc.returncode == 0, proc.stderr
+        yield url, (out / "results.jsonl").read_bytes()
+    finally:
+        server.terminate()
+        server.join(timeout=10)
+
+
+def test_an_outage_mid_run_is_waited_out_and_loses_nothing(guard, tmp_path):
+    url, clean = guard
+    with FaultProxy(url.removesuffix("/v1"), mix=NO_MIX, outage=Outage(after=40, seconds=3)) as proxy:
+        # Two attempts per text: one lost to the outage would leave none for its own failure.
+        proc = run_guard(f"{proxy.url}/v1", tmp_path / "run", "--max-attempts", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert proxy.downs == 1
+    assert (tmp_path / "run" / "results.jsonl").read_bytes() == clean
+    failed = [c for c in calls(tmp_path / "run") if c["error"]]
+    assert failed and all("Connection" in c["error"] for c in failed)
+    # Paused, not hammered: the requests in flight when it went down (64 at most), then
+    # one probe at a time.
+    assert len(failed) < 64 + 16
+
+
+def test_a_storm_of_429s_uses_up_no_attempts(guard, tmp_path):
+    url, clean = guard
+    storm = Storm(share=0.4, retry_after_s=0.5, seconds=None)
+    with FaultProxy(url.removesuffix("/v1"), mix=NO_MIX, storm=storm) as proxy:
+        # One attempt per text: any 429 that used one up would lose its prompt.
+        proc = run_guard(f"{proxy.url}/v1", tmp_path / "run", "--max-attempts", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert proxy.faults["429"] > 10
+    assert (tmp_path / "run" / "results.jsonl").read_bytes() == clean
+    assert sum("429" in (c["error"] or "") for c in calls(tmp_path / "run")) == proxy.faults["429"]
+
+
+def test_frequent_hangs_are_each_hedged(guard, tmp_path):
+    url, clean = guard
+    mix = FaultMix(http_5xx=0, hang=0.2, garbage=0, drop=0)
+    with FaultProxy(url.removesuffix("/v1"), mix=mix, hang_s=60) as proxy:
+        proc = run_guard(f"{proxy.url}/v1", tmp_path / "run")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "run" / "results.jsonl").read_bytes() == clean
+    sent = calls(tmp_path / "run")
+    lost_to_hedges = sum((c["error"] or "").startswith("cancelled") for c in sent)
+    # Every hung request was hedged and its copy answered first: more hedges than the old
+    # cap (a tenth of the requests, plus 8) allowed.
+    assert lost_to_hedges == proxy.faults["hang"] > 0.1 * len(sent) + 8
+
+
+def test_an_outage_past_max_outage_stops_the_run_and_its_resume_repeats_nothing(guard, tmp_path):
+    url, clean = guard
+    out = tmp_path / "run"
+    with FaultProxy(url.removesuffix("/v1"), mix=NO_MIX, outage=Outage(after=40, seconds=None)) as proxy:
+        stopped = run_guard(f"{proxy.url}/v1", out, "--max-outage", "2s")
+        assert stopped.returncode == 1, stopped.stderr
+        message = stopped.stderr.strip().splitlines()[-1]
+        assert f"{proxy.url}/v1 has answered nothing since" in message
+        assert re.search(r"\((connection refused|dropped connections) x\d+", message), message  # why
+        assert "max_outage 2 s" in message
+        command = message.split("continue with: ", 1)[1]
+        assert command.startswith("margin run ") and command.endswith(f"--resume {out}")
+        before = [c for c in calls(out) if c["verdict"] is not None]
+        assert before and not (out / "results.jsonl").exists()
+        proxy.up()
+        resumed = margin(*shlex.split(command)[1:])
+    assert resumed.returncode == 0, resumed.stderr
+    assert (out / "results.jsonl").read_bytes() == clean
+    answered = Counter(c["text_sha256"] for c in calls(out) if c["verdict"] is not None and not c["cached"])
+    assert max(answered.values()) == 1  # no recorded answer was asked for again
+
+
+def test_an_endpoint_that_was_never_there_fails_at_once(tmp_path):
+    with socket.socket() as probe:  # a port with nothing listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = run_guard(f"http://127.0.0.1:{port}/v1", tmp_path / "run", "--max-outage", "10m")
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"http://127.0.0.1:{port}/v1 refused the connection" in line
+    assert not (tmp_path / "run").exists()  # nothing half-written
+
+
+def test_max_outage_takes_seconds_or_a_duration(tmp_path):
+    proc = run_guard("http://127.0.0.1:9/v1", tmp_path / "run", "--max-outage", "soon")
+    assert proc.returncode == 2 and "--max-outage" in proc.stderr and "10m" in proc.stderr
