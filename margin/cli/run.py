@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import time
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -10,7 +9,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from margin.cli import options as o
-from margin.cli.app import ARGS, app, console, err
+from margin.cli.app import app, console, err
 from margin.cli.common import check_limits, check_or_fail, fail, fmt, parse_share, resume_command
 from margin.cli.progress import RunProgress
 from margin.errors import EndpointDown, InputError
@@ -82,10 +81,21 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
     from margin.runs.folder import default_out_dir
     from margin.runs.prepare import prepare
 
-from margin.cli.app import ARGS, app, console, err
-from margin.cli.common import check_limits, check_or_fail, fail, fmt, parse_share, resume_command
-from margin.cli.progress import RunProgress
-from margin.errors import EndpointDown, InputError
+    target = resume  # the folder a Ctrl-C leaves to resume (a new one only once the run has begun)
+    try:
+        prepared = prepare(config)
+        assert prepared.info is not None
+        if prepared.limit_sample:
+            from margin.runs.subset import describe
+
+            console.print(describe(prepared.limit_sample, len(prepared.dataset.prompts)), markup=False, highlight=False)
+        out_dir = target = resume or out or default_out_dir(prepared.info.id)
+        outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
+    except KeyboardInterrupt:
+        interrupted(target)
+    except EndpointDown as exc:
+        fail(f"{exc}. The run stopped; what it recorded is kept in {target}/. When the endpoint is back, "
+             f"continue with: {resume_command('run', target)}")
     print_summary(outcome)
     normalize = prepared.spec.normalize if prepared.spec is not None else None
     if normalize is not None and "decode" in normalize.split("+"):
