@@ -115,10 +115,9 @@ class AdaptiveSearch(PlannedSearch):
 
     def _plan(self) -> Asks:
         try:
-            yield from self._ask([self.original])
-            clean = self.by_text.get(self.text)
-            if clean is None or clean.is_wrong_for(self.prompt.label):
+            if not (yield from self._original_is_right()):
                 return
+            clean = self.by_text[self.text]
             if self.incumbent is not None:
                 yield from self._ask([self.incumbent])
                 yield from self._prune_incumbent()

@@ -65,9 +65,7 @@ class BestOfNSearch(PlannedSearch):
 
     def _plan(self) -> Asks:
         try:
-            yield from self._ask([self.original])
-            clean = self.by_text.get(self.text)
-            if clean is None or clean.is_wrong_for(self.prompt.label):
+            if not (yield from self._original_is_right()):
                 return
             k = 0
             while self.best() is None and len(self.issued) < self.max_calls and k < 50 * self.max_calls:

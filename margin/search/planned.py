@@ -163,6 +163,12 @@ class PlannedSearch(PromptSearch):
             yield new
         return [self.by_text.get(c.text) for c in candidates]
 
+    def _original_is_right(self) -> Asks:
+        """Ask for the original; return whether its verdict is right (else c_i is 0 or it is
+        missing, and there is no flip to look for)."""
+        (clean,) = yield from self._ask([self.original])
+        return clean is not None and not clean.is_wrong_for(self.prompt.label)
+
     def _test(self, ops: Sequence[Op]) -> Asks:
         """Does editing `ops` flip the verdict? (The original, for no ops, is known.)"""
         if not ops:
