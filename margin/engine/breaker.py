@@ -54,13 +54,14 @@ class Breaker:
         self.probe_wait = FIRST_PROBE_S
         self.probing = False  # a probe is in flight
         self.opened = 0  # times it opened (figures)
+        self.confirmed = False  # a probe failed since it opened: the endpoint itself is down
 
     def answer(self, now: float) -> bool:
         """An answer came back; returns whether that closed the breaker."""
         was_open = self.open
         self.answered = True
         self.answered_at = now
-        self.open = self.probing = False
+        self.open = self.probing = self.confirmed = False
         self.streak = 0
         self.causes.clear()
         self.keys.clear()
@@ -80,6 +81,7 @@ class Breaker:
             self.failing_since_wall = time.time() - (now - self.failing_since)
         if probe:
             self.probing = False
+            self.confirmed = self.confirmed or self.open
         if self.open:
             if probe:
                 self._schedule(now, retry_after_s)
@@ -94,6 +96,7 @@ class Breaker:
     def trip(self, now: float, retry_after_s: float | None = None) -> None:
         """Open: stop sending, probe on the schedule."""
         self.open = True
+        self.confirmed = False
         self.opened += 1
         self.probe_wait = FIRST_PROBE_S
         self._schedule(now, retry_after_s)

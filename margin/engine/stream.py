@@ -16,7 +16,12 @@ Each request holds only its own slot: a slow or hung one delays nobody else. The
   attempt (429, 503 with Retry-After, a refused connection) is charged no attempt;
 - pauses the endpoint when it stops answering (`Breaker`): one probe at a time until it
   answers, no attempts charged meanwhile; past `max_outage_s` it raises `EndpointDown`,
-  and an endpoint that refuses its first connections raises `EndpointUnreachable`.
+  and an endpoint that refuses its first connections raises `EndpointUnreachable`. The
+  probe is a request the endpoint answered before (its canary) where there is one: if the
+  canary is answered, the endpoint is up and the failures that paused it were the texts'
+  own (a server that rejects some texts), charged as attempts; if the canary fails too,
+  the endpoint is down and nothing is charged. A canary's answer is a health check only,
+  never recorded.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ class Request:
     cancelled: bool = False
     copy: bool = False  # it is a hedge
     probe: bool = False  # sent while the breaker was open
+    canary: bool = False  # a health probe: a request answered before, sent for no ticket
 
 
 def share_breakers(pools: Sequence[Pool]) -> None:
@@ -74,6 +80,8 @@ class StreamPool(Pool):
         # Failures in doubt: the endpoint has answered nothing since. Charged once it answers
         # another request (they were the requests' own), uncharged if the breaker opens.
         self.held: list[Outcome] = []
+        self.canary: Any = None  # a request the endpoint answered: the probe of a paused endpoint
+        self.deciding = False  # failures held until the canary says whose they were
         self.owns = owns
         self.limits = limits
         self.concurrency = ConcurrencyLimit(limits.max_concurrency)
@@ -98,7 +106,11 @@ class StreamPool(Pool):
         if self.rate is None:
             self.rate = RateLimit(self.limits.requests_per_second, now)
         if self.breaker.open:
-            if self.breaker.may_probe(now) and book.queued(self.name) and self.rate.take(now):
+            if self.canary is not None:
+                if self.breaker.may_probe(now) and self.rate.take(now):
+                    self.breaker.probing = True
+                    self._send([], now, probe=True)
+            elif self.breaker.may_probe(now) and book.queued(self.name) and self.rate.take(now):
                 tickets = book.take(self.name, self.caller.request_size)
                 if tickets:
                     self.breaker.probing = True
@@ -122,9 +134,19 @@ class StreamPool(Pool):
         latency = now - request.started
         if request.probe:
             self.breaker.probing = False
-        charged = True
         answered = any(out is not None for out in result.outputs)
+        if request.canary:
+            if answered:
+                self.breaker.answer(now)
+                self.concurrency.reset()
+            else:
+                self._failed(book, request, result, now)
+            return
+        charged = True
         if answered:
+            for ticket, output in zip(request.tickets, result.outputs, strict=True):
+                if output is not None:
+                    self.canary = ticket.request
             if self.breaker.answer(now):
                 self.concurrency.reset()  # answering again: full concurrency at once
             self._release(book, charged=True)
@@ -170,10 +192,13 @@ class StreamPool(Pool):
                            keys=(t.key for t in request.tickets)):
             self.figures.pauses += 1
             if not breaker.answered and why == "connection refused":
-                raise EndpointUnreachable(f"{self.url} refused the connection: is the server running, and is "
+                who = self.url if self.name == self.url else f"{self.name} at {self.url}"
+                raise EndpointUnreachable(f"{who} refused the connection: is the server running, and is "
                                           f"the URL right? ({result.errors[0]})")
-            self._release(book, charged=False)  # the streak was the endpoint's fault, not theirs
-            return False
+            if self.canary is None:
+                self._release(book, charged=False)  # the streak was the endpoint's fault, not theirs
+                return False
+            self.deciding = True  # the canary decides whose fault the streak was
         return not (was_open or wait or not result.reached)
 
     def _release(self, book: Book, *, charged: bool) -> None:
@@ -182,14 +207,22 @@ class StreamPool(Pool):
             book.deliver([outcome._replace(charged=charged) for outcome in held])
 
     def tick(self, book: Book, now: float) -> None:
-        if self.held and not self.requests:
+        if self.deciding and (not self.breaker.open or self.breaker.confirmed):
+            # The endpoint answered (the failures were the texts' own), or a probe failed too
+            # (it is down: nothing charged).
+            self.deciding = False
+            self._release(book, charged=not self.breaker.open)
+        if self.held and not self.requests and not self.deciding:
             # Nothing in flight can settle them. Several texts failing with no answer between
             # is the endpoint failing: pause it. One text failing alone is its own failure.
             several = len({outcome.key for outcome in self.held}) > 1
             if several and not self.breaker.open:
                 self.breaker.trip(now)
                 self.figures.pauses += 1
-            self._release(book, charged=not (several or self.breaker.open))
+            if several and self.canary is not None and not self.breaker.confirmed:
+                self.deciding = True  # the canary decides whose fault they were
+            else:
+                self._release(book, charged=not (several or self.breaker.open))
         if self.breaker.over(now):
             b = self.breaker
             assert b.failing_since_wall is not None
@@ -212,7 +245,8 @@ class StreamPool(Pool):
         times = []
         if (deadline := self.breaker.deadline()) is not None:
             times.append(deadline)
-            if self.breaker.probe_at is not None and not self.breaker.probing and book.queued(self.name):
+            if (self.breaker.probe_at is not None and not self.breaker.probing
+                    and (book.queued(self.name) or self.canary is not None)):
                 times.append(self.breaker.probe_at)
         after = self._hedge_after()
         if after is not None and self._may_hedge() and not self.breaker.open:
@@ -236,8 +270,11 @@ class StreamPool(Pool):
     # -- inside ---------------------------------------------------------------------------
 
     def _send(self, tickets: list[Ticket], now: float, *, hedge: bool = False, probe: bool = False) -> None:
-        request = Request(tickets, now, hedged=hedge, copy=hedge, probe=probe)  # a copy is never copied again
-        coro = call_remote(self.caller, [t.request for t in tickets], self.limits.timeout_s)
+        # No tickets: a probe that sends the canary (a copy is never copied again).
+        canary = not tickets
+        request = Request(tickets, now, hedged=hedge, copy=hedge, probe=probe, canary=canary)
+        payload = [self.canary] if canary else [t.request for t in tickets]
+        coro = call_remote(self.caller, payload, self.limits.timeout_s)
         request.task = asyncio.get_running_loop().create_task(coro)
         request.task.add_done_callback(lambda _: self.notify(request))
         self.requests.add(request)

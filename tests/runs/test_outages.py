@@ -117,7 +117,7 @@ def test_an_endpoint_that_was_never_there_fails_at_once(tmp_path):
     proc = run_guard(f"http://127.0.0.1:{port}/v1", tmp_path / "run", "--max-outage", "10m")
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
-    assert f"http://127.0.0.1:{port}/v1 refused the connection" in line
+    assert f"guard at http://127.0.0.1:{port}/v1 refused the connection" in line
     assert not (tmp_path / "run").exists()  # nothing half-written
 
 

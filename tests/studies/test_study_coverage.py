@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from margin.errors import EndpointUnreachable
 from margin.studies.health import Health, ModelUnavailable
 from margin.studies.plan import prepare
 from margin.studies.runner import CoverageError, check_coverage, run_study
@@ -35,51 +36,64 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-def test_a_study_whose_model_endpoint_is_down_stops_naming_the_model_and_its_first_error(tmp_path):
+def test_a_study_whose_model_endpoint_was_never_there_stops_at_once_naming_it(tmp_path):
+    """Nothing listens at the model's URL from the start: one line naming the model and its
+    URL, exit 2, and no study folder left (a wrong URL waits for no outage to end)."""
     model_url = closed_port_url()
     with toy_server() as judge_url:
         path = write_config(tmp_path, study_config(model_url, judge_url=judge_url))
         out = tmp_path / "out"
         done = margin("study", str(path), "--out", str(out), "--engine", "local", "--no-cache")
-        assert done.returncode != 0
-        assert "Traceback" not in done.stderr
-        line = done.stderr.strip().splitlines()[-1]
-        assert "model toy-medium answered none of its first 8 requests" in line
-        assert re.search(r"its first error: .*Connect", line)
-        assert f"--out {out} --resume" in line
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert f"toy-medium at {model_url} refused the connection" in line
+    assert not out.exists()
+
+
+def test_a_study_whose_model_goes_down_stops_and_resume_finishes_it(tmp_path):
+    """The model answers a few requests, then fails every one (its canary too) for longer
+    than max_outage: the study stops naming the endpoint and the exact --resume, publish
+    refuses the unfinished folder, and --resume finishes it once the model answers again."""
+    toy = toy_module()
+    state = {"answered": 0, "down": False}
+    lock = threading.Lock()
+
+    def fault(text: str, attempt: int) -> str | None:
+        with lock:
+            if state["down"]:
+                return "500"
+            state["answered"] += 1
+            state["down"] = state["answered"] >= 3
+            return None
+
+    model = FakeOpenAI(lambda text: toy.assistant("toy-medium", text), fault=fault)
+    with model, toy_server() as judge_url:
+        config = study_config(model.base_url, judge_url=judge_url)
+        config["runtime"]["max_outage_s"] = 1
+        path = write_config(tmp_path, config)
+        out = tmp_path / "out"
+        done = margin("study", str(path), "--out", str(out), "--engine", "local", "--no-cache")
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert f"--out {out} --resume" in done.stderr
         assert not (out / "pairings.json").exists()  # no pairs drawn from nothing
-        calls = [json.loads(x) for x in (out / "calls.jsonl").read_text("utf-8").splitlines()]
-        assert calls and all(c["output"] is None for c in calls)
         refused = margin("publish", str(out), "--out", str(tmp_path / "published"))
         assert refused.returncode == 2 and "did not finish" in refused.stderr
         assert f"--out {out} --resume" in refused.stderr
-        # The folder the stop left behind is one --resume finishes, once the model answers.
-        resumed = resume_once_the_model_answers(model_url, path, out)
+        with lock:
+            state["down"], state["answered"] = False, -10**9  # the model is back
+        resumed = margin("study", str(path), "--out", str(out), "--engine", "local", "--no-cache", "--resume")
     assert resumed.returncode == 0, resumed.stderr
     pairings = json.loads((out / "pairings.json").read_text("utf-8"))
     assert pairings["data"][0]["coverage"]["complete"] is True
-
-
-def resume_once_the_model_answers(model_url: str, config: Path, out: Path):
-    """Serve the toy models at `model_url` (the port the stopped study found closed), resume."""
-    port = int(model_url.rsplit(":", 1)[1].split("/")[0])
-    server = toy_module().make_server("127.0.0.1", port)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        return margin("study", str(config), "--out", str(out), "--engine", "local", "--no-cache", "--resume")
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_study_whose_judge_is_down_stops_naming_the_judge_and_its_endpoint(tmp_path):
     judge_url = closed_port_url()
     with toy_server() as url:
         plan = prepare(write_config(tmp_path, study_config(url, judge_url=judge_url)))
-        with pytest.raises(ModelUnavailable, match=rf"judge \S+ \(model toy-judge at {judge_url}\) answered none "
-                                                   r"of its first 8 requests.*Connect.*--resume"):
+        with pytest.raises(EndpointUnreachable, match=rf"judge\S* at {re.escape(judge_url)} refused the connection"):
             run_study(plan, tmp_path / "out", engine="local", cache=False)
+    assert not (tmp_path / "out").exists()  # a judge that was never there leaves no study folder
 
 
 def test_a_study_whose_guard_gives_no_verdict_stops_naming_the_guard(tmp_path):
