@@ -56,10 +56,6 @@ class Candidate(NamedTuple):
     text: str
     cost: float
 
-    @property
-    def is_original(self) -> bool:
-        return self.transform is None
-
 
 class Verdict(NamedTuple):
     """A completed guard output. `invalid` means the output had no classification.

@@ -33,8 +33,9 @@ MaxMissing = Annotated[str, typer.Option(help="fail past this share of prompts w
 MaxAttempts = Annotated[int | None, typer.Option(
     help="attempts per text before it counts as missing (default: the guard file's, else 3)")]
 CallTimeout = Annotated[float | None, typer.Option(
-    help="seconds one request may take (endpoints; default 120) or one batch (in-process guards; default 300) "
-         "before it is an attempt without output")]
+    help="seconds one request may take (endpoints; default 120) or one batch (guards on Ray actors, which are "
+         "restarted past it; default 300) before it is an attempt without output; refused for a guard in this "
+         "process (--engine local), whose batch cannot be stopped")]
 MaxConcurrency = Annotated[int | None, typer.Option(
     help="endpoints: requests in flight at most (default 64; backs off on 429/503)")]
 RequestsPerSecond = Annotated[float | None, typer.Option(

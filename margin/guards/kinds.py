@@ -1,6 +1,8 @@
-"""The guard kinds `--guard` can name, in one table: how each is built and described.
-`build_guard` and `describe_guard` read it; which kind a name is, and what each accepts, is
-`margin.guards.spec`'s (the one parser), so a new kind is a row here and a name there."""
+"""The guard kinds a guard name can be (given to `--guard` or in a guard file), in one table:
+how each is built and described. `margin.guards.make` (`build_guard`, `describe_guard`)
+reads it; which kind a name is, and what each accepts, is `margin.guards.spec`'s, so a new
+kind is a row here, a name in `spec.kind_name`, and, if building it loads a model, an entry
+in `make.MODEL_KINDS`."""
 
 from __future__ import annotations
 

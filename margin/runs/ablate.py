@@ -26,8 +26,9 @@ from margin.runfolder import atomic_write_text, dumps, read_jsonl
 from margin.runs.config import RunConfig
 from margin.runs.execute import execute
 from margin.runs.folder import check_out_dir
+from margin.runs.guard_pool import is_remote
 from margin.runs.outputs import RunOutcome, provenance
-from margin.runs.prepare import PreparedRun, prepare_inputs
+from margin.runs.prepare import PreparedRun, check_call_timeout, prepare_inputs
 from margin.search.candidates import original_candidate
 from margin.search.make import strategy
 from margin.util.provenance import git_commit, margin_version
@@ -74,6 +75,7 @@ def prepare_ablation(config: RunConfig, defences: Iterable[Defence]) -> list[tup
                          "in front of the bare guard", field="--guard")
     if spec.replicas < 1:
         raise InputError("must be at least 1", field="--replicas")
+    check_call_timeout(config, is_remote(spec))
     shared = prepare_inputs(config)
     prepared = []
     for defence in defences:

@@ -53,9 +53,10 @@ def shard_run(prepared: PreparedRun, j: int, drivers: int) -> PreparedRun:
     return dataclasses.replace(prepared, config=config, prompts=select_shard(prepared.prompts, (j, drivers)))
 
 
-class Driver:
-    """A Ray actor (threaded, so progress can be asked while it searches) that runs one
-    shard of the run to its results."""
+class DriverActor:
+    """One of the N driver actors: a Ray actor (threaded, so progress can be asked while it
+    searches) that runs one shard of the run to its results (`margin.runs.driver.Driver` is
+    the search loop inside it)."""
 
     def __init__(self) -> None:
         self.done = 0
@@ -122,7 +123,7 @@ def execute_drivers(prepared: PreparedRun, out_dir: Path, *, resume: bool = Fals
             for folder in folders:
                 folder.parent.mkdir(parents=True, exist_ok=True)
             run_id = secrets.token_hex(8)
-            remote: Any = ray.remote(Driver).options(num_cpus=config.driver_cpus, max_concurrency=2)
+            remote: Any = ray.remote(DriverActor).options(num_cpus=config.driver_cpus, max_concurrency=2)
             handles: list[Any] = [remote.remote() for _ in range(n)]
             runs = [h.run.remote(shard_run(prepared, j, n), folder, resume and folder.is_dir(), run_id, actors,
                                  capacity)

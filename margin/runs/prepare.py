@@ -20,6 +20,7 @@ from margin.runfolder import (
     info_record,
 )
 from margin.runs.config import RunConfig
+from margin.runs.guard_pool import is_remote
 from margin.runs.session import ENGINES
 from margin.runs.shards import select_shard
 from margin.runs.subset import METHODS, limit_prompts, limit_record
@@ -114,6 +115,7 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
         spec = config.guard_spec()
     if spec.replicas < 1:
         raise InputError("must be at least 1", field="--replicas")
+    check_call_timeout(config, guard.remote if guard is not None else is_remote(spec))
     prepared = prepare_inputs(config)
     prepared.spec = spec
     prepared.guard = guard
@@ -130,6 +132,15 @@ def loads_here(config: RunConfig) -> bool:
     margin starts here (a cluster named by --ray-address or $RAY_ADDRESS may hold models
     this machine does not)."""
     return config.engine == "local" or not (config.ray_address or os.environ.get("RAY_ADDRESS"))
+
+
+def check_call_timeout(config: RunConfig, remote: bool) -> None:
+    """`--call-timeout` bounds an endpoint's request, or a Ray actor's batch (the actor is
+    restarted past it); a batch running in this process cannot be stopped, so refuse it
+    there rather than ignore it."""
+    if config.call_timeout_s is not None and config.engine == "local" and not remote:
+        raise InputError("a guard in this process (--engine local) cannot be stopped mid-batch; "
+                         "use --engine ray, or leave --call-timeout out", field="--call-timeout")
 
 
 def prepare_inputs(config: RunConfig) -> PreparedRun:

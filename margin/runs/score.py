@@ -143,7 +143,7 @@ def config_for(manifest: dict[str, Any] | None, options: ScoreOptions, guard_id:
                          field="--dataset" if dataset is None else "--suite")
     search = options.search or str(m.get("search") or "cheapest")
     if search not in STRATEGIES:
-        search = "cheapest"  # e.g. an adaptive run: its c_i is not a replay of the suite
+        search = "cheapest"  # a name no strategy here has: replay the suite, cheapest first
     return RunConfig(
         guard=guard_id,
         dataset=dataset,
@@ -195,7 +195,7 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
     # A result's guard_calls is what the run asked the guard about for that prompt, as recorded.
     keys_by_prompt = {s.prompt.id: [candidate_key(c) for c in (s.original, *s.all_candidates())] for s in searches}
     if not prepared.strategy.from_suite:
-        # Adaptive searches make their candidates as they go: what they asked for is their set.
+        # Adaptive and bon searches make their candidates as they go: what they asked for is their set.
         for key in sorted(source.asked, key=repr):
             if key[1] is not None:
                 keys_by_prompt.setdefault(key[0], []).append(key)

@@ -76,6 +76,7 @@ def test_user_python_guard(tmp_path):
         (["--drivers", "0"], "--drivers"),
         (["--drivers", "2", "--engine", "local"], "--engine ray"),
         (["--drivers", "2", "--shard", "1/2"], "not both"),
+        (["--engine", "local", "--call-timeout", "5"], "--call-timeout"),  # in-process: cannot be honoured
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, message):

@@ -206,3 +206,12 @@ def test_cli_ablate_writes_runs_table_and_figures_and_refuses_unknown_defences(i
     assert "known: none, nfkc, strip-format, strip-marks, skeleton, decode, all" in bad.stderr
     again = margin("ablate", "--guard", "keyword", "--defences", "nfkc", "--out", str(out))
     assert again.returncode == 2 and "not empty" in again.stderr
+
+
+def test_cli_ablate_refuses_call_timeout_for_a_guard_in_this_process(tmp_path):
+    out = tmp_path / "never"
+    proc = margin("ablate", "--guard", "keyword", "--defences", "nfkc", "--engine", "local", "--call-timeout", "5",
+                  "--out", str(out))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "--call-timeout" in proc.stderr and "--engine local" in proc.stderr
+    assert not out.exists()
