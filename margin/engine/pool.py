@@ -43,6 +43,7 @@ class PoolFigures:
     latencies: list[float] = field(default_factory=list)  # per remote request
     lowest_limit: float | None = None  # the adaptive concurrency's lowest point
     pauses: int = 0  # times an endpoint that stopped answering was paused (its breaker opened)
+    canaries: int = 0  # health probes of a paused endpoint: a request it answered before, sent again
 
     @property
     def mean_fill(self) -> float | None:

@@ -274,6 +274,7 @@ class StreamPool(Pool):
         canary = not tickets
         request = Request(tickets, now, hedged=hedge, copy=hedge, probe=probe, canary=canary)
         payload = [self.canary] if canary else [t.request for t in tickets]
+        self.figures.canaries += canary
         coro = call_remote(self.caller, payload, self.limits.timeout_s)
         request.task = asyncio.get_running_loop().create_task(coro)
         request.task.add_done_callback(lambda _: self.notify(request))

@@ -51,9 +51,9 @@ def api_key(monkeypatch):
     return KEY
 
 
-def classify(guard, texts, **limits):
+def classify(guard, texts, pools: list[StreamPool] | None = None, **limits):
     """Every text through the engine (book + stream pool), as a run sends them; returns the
-    verdicts (None: missing) and every attempt's outcome."""
+    verdicts (None: missing) and every attempt's outcome (the pool goes into `pools`)."""
     settings = {"timeout_s": 0.3, "max_attempts": 5, "max_concurrency": 3, "hedge_after_s": None, **limits}
     answers: dict[str, object] = {}
     outcomes: list[Outcome] = []
@@ -62,7 +62,10 @@ def classify(guard, texts, **limits):
                 max_attempts=settings["max_attempts"], backoff=Backoff(0.001, 0.01))
     for text in texts:
         book.ask("guard", text, text, text)
-    run_pools(book, [StreamPool("guard", RemoteGuardCaller(guard), EndpointLimits(**settings))])
+    pool = StreamPool("guard", RemoteGuardCaller(guard), EndpointLimits(**settings))
+    if pools is not None:
+        pools.append(pool)
+    run_pools(book, [pool])
     return [answers[t] for t in texts], outcomes
 
 
@@ -71,7 +74,8 @@ def test_chat_family_completes_every_prompt_through_faults(api_key, caplog):
     with FakeOpenAI(llama_guard_answer, key=KEY, fault=first_attempt_faults, stall_s=0.8) as server:
         spec = parse_guard_spec("llama-guard-3-8b", backend="openai", base_url=server.base_url,
                                 api_key_env="MARGIN_TEST_KEY")
-        verdicts, outcomes = classify(build_guard(spec), PROMPTS)
+        pools: list[StreamPool] = []
+        verdicts, outcomes = classify(build_guard(spec), PROMPTS, pools)
     assert all(v is not None for v in verdicts)  # every prompt completed
     for text, verdict in zip(PROMPTS, verdicts, strict=True):
         expected = "invalid" if is_garbage(text) else ("unsafe" if "bomb" in text else "safe")
@@ -79,7 +83,10 @@ def test_chat_family_completes_every_prompt_through_faults(api_key, caplog):
         if expected != "invalid":
             assert verdict.p_unsafe == pytest.approx(0.8 if expected == "unsafe" else 0.2)
     assert set(server.faults) == {"500", "429", "timeout", "badjson"}
-    assert all(server.attempts[t] == (2 if first_attempt_faults(t, 1) else 1) for t in PROMPTS)
+    # Each text is sent as often as its faults need; any more is a canary (when several
+    # faults in a row paused the endpoint, a text it answered before, sent as a health check).
+    extra = {t: server.attempts[t] - (2 if first_attempt_faults(t, 1) else 1) for t in PROMPTS}
+    assert all(n >= 0 for n in extra.values()) and sum(extra.values()) == pools[0].figures.canaries
     assert server.max_in_flight <= 3  # bounded concurrency per endpoint
     failed = [o for o in outcomes if o.output is None]
     served = [o for o in failed if not o.error.startswith("timeout")]
