@@ -269,15 +269,20 @@ class RunDir:
         return str(self.manifest.get("search", ""))
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> Any:
+    """A JSON file, or one InputError naming it (and the line of a syntax error)."""
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("not a run folder (no run.json)", path=path.parent) from None
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read ({exc})", path=path) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON ({exc.msg})", path=path, line=exc.lineno) from None
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise InputError("not a run folder (no run.json)", path=path.parent)
+    manifest = read_json(path)
     if not isinstance(manifest, dict):
         raise InputError("expected a JSON object", path=path)
     for key in ("dataset", "suite", "guard", "budget", "cost_norm"):

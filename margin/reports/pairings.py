@@ -15,7 +15,6 @@ immutable pairings snapshot.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from margin.errors import InputError
+from margin.runfolder import read_json
 
 PROTOCOL = "margin-paired-study/1"
 METHODOLOGY = (
@@ -201,12 +201,7 @@ def model_order(models: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def load_pairings(path: Path) -> dict[str, Any]:
-    try:
-        snapshot = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read ({exc})", path=path) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON ({exc.msg})", path=path, line=exc.lineno) from None
+    snapshot = read_json(path)
     return validate_pairings(snapshot, path)
 
 

@@ -9,7 +9,6 @@ exhaustive give the same c_i) and the seed may differ: they are what a compariso
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from margin.errors import InputError
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.protocols import protocol_of
 from margin.reports.snapshot import record, snapshot_entry
-from margin.runfolder import RunDir, load_run
+from margin.runfolder import RunDir, load_run, read_json
 from margin.types import SearchResult
 
 #: What two sides must share, in the order a refusal names them.
@@ -66,12 +65,7 @@ def run_side(path: Path, spec: BootstrapSpec | None = None) -> Side:
 
 
 def snapshot_side(path: Path, guard_id: str | None = None) -> Side:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read ({exc})", path=path) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON ({exc.msg})", path=path, line=exc.lineno) from None
+    document = read_json(path)
     meta = document.get("meta") if isinstance(document, dict) else None
     data = document.get("data") if isinstance(document, dict) else None
     if not isinstance(meta, dict) or not isinstance(data, list) or not data:
