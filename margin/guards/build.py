@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from margin.backends.registry import ChatSetup, backend_of
 from margin.guards.base import Guard
 from margin.guards.spec import GuardSpec, adapter_for
 from margin.types import GuardInfo
@@ -24,7 +25,6 @@ def build_preset(spec: GuardSpec, preset: Preset, info: GuardInfo) -> Guard:
     adapter = adapter_for(spec, preset)
     options = dict(spec.backend_options)
     backend = info.backend
-    top = int(options.get("top_logprobs", 20))
     revision = None if info.revision == "main" else info.revision
     model = info.checkpoint
     if preset.family in ("openai-moderation", "mistral-moderation"):
@@ -40,22 +40,10 @@ def build_preset(spec: GuardSpec, preset: Preset, info: GuardInfo) -> Guard:
     from margin.guards.generative import GenerativeGuard
 
     # A LoRA preset loads its base model and the adapter on top; a server names it itself.
-    lora = model if preset.lora_base and model == preset.checkpoint else None
-    base = preset.lora_base if lora else model
-    if backend == "openai":
-        from margin.backends.openai_http import OpenAIChatBackend
-
-        chat: Any = OpenAIChatBackend(endpoint(spec, preset, options), model, top_logprobs=top)
-    elif backend == "vllm":
-        from margin.backends.vllm_offline import VLLMBackend
-
-        chat = VLLMBackend(base or model, None if lora else revision, adapter=lora, top_logprobs=top,
-                           engine=options.get("engine"))
-    else:
-        from margin.backends.transformers_lm import TransformersLM
-
-        chat = TransformersLM(base or model, None if lora else revision, adapter=lora,
-                              auto_class=preset.auto_class, device=options.get("device"),
-                              dtype=options.get("dtype"), top_logprobs=top,
-                              prefix_cache=bool(options.get("prefix_cache", True)))
+    lora_base = preset.lora_base if preset.lora_base and model == preset.checkpoint else None
+    registry = backend_of(backend)
+    chat = registry.build(ChatSetup(
+        model, revision, lora_base=lora_base, base_url=spec.base_url or preset.base_url,
+        api_key_env=spec.api_key_env or preset.api_key_env, auto_class=preset.auto_class,
+        top_logprobs=int(registry.value(options, "top_logprobs")), options=options))
     return GenerativeGuard(adapter, chat, info, max_batch_size=spec.max_batch_size or 16)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from margin.backends.registry import BACKENDS
 from margin.guards.adapters.base import Adapter
 from margin.guards.adapters.gpt_oss_safeguard import GptOssSafeguard
 from margin.guards.adapters.granite_guardian import GraniteGuardian
@@ -27,7 +28,8 @@ GENERATIVE: dict[str, type[Adapter]] = {
     for cls in (LlamaGuard, ShieldGemma, WildGuard, GraniteGuardian, Qwen3Guard, NemoGuard, GptOssSafeguard)
 }
 MODERATION: dict[str, type[Moderation]] = {cls.family: cls for cls in (OpenAIModeration, MistralModeration)}
-LOCAL = ("transformers", "vllm", "openai")
+#: A generative guard runs on every chat backend.
+CHAT_BACKENDS = tuple(BACKENDS)
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class Preset:
     checkpoint: str
     description: str
     revision: str | None = None
-    backends: tuple[str, ...] = LOCAL
+    backends: tuple[str, ...] = CHAT_BACKENDS
     backend: str = "transformers"
     threshold: float | None = 0.5
     options: dict[str, Any] = field(default_factory=dict)

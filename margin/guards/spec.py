@@ -17,21 +17,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from margin.backends.registry import (
+    UnknownBackend,
+    UnknownOption,
+    backend_of,
+    identity_options,
+    remote_names,
+)
 from margin.backends.secrets import check_env_name
-from margin.engine.limits import LIMIT_OPTIONS
 from margin.errors import InputError
 from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, Preset
 from margin.types import GuardInfo
 from margin.util.hashing import canonical_json, sha256_text
-
-BACKENDS = ("transformers", "vllm", "openai")
-# Backend settings a spec may give, per backend. Those marked runtime never change verdicts.
-BACKEND_OPTIONS = {
-    "transformers": {"device", "dtype", "top_logprobs", "prefix_cache"},
-    "vllm": {"top_logprobs", "engine"},
-    "openai": {"top_logprobs", *LIMIT_OPTIONS},
-}
-RUNTIME_OPTIONS = {"device", "engine", "prefix_cache", *LIMIT_OPTIONS}
 
 
 class GuardSpec(BaseModel):
@@ -167,10 +164,11 @@ def as_field(error: InputError) -> tuple[str, str]:
 
 
 def spec_from(name: str, fields: dict[str, Any], folder: Path | None = None) -> GuardSpec:
-    """The one guard-spec parser: `--guard NAME` with its flags, a guard file's keys and a study
-    config's guard entry all come here. Relative `python:` and `weights` paths are taken from
-    `folder` (the file's folder; None: the working directory); `model: REPO@REV` pins a revision.
-    Errors name the CLI flag (`as_field` gives the file's key)."""
+    """A guard name (not a guard file) with its fields: `--guard NAME` with its flags, a guard
+    file's keys, a study config's guard entry (`margin.guards.make.parse_guard` is the one way in).
+    Relative `python:` and `weights` paths are taken from `folder` (the file's folder; None:
+    the working directory); `model: REPO@REV` pins a revision. Errors name the CLI flag
+    (`as_field` gives the file's key)."""
     from margin.util.suggest import did_you_mean
 
     kind = kind_name(name)
@@ -180,18 +178,29 @@ def spec_from(name: str, fields: dict[str, Any], folder: Path | None = None) -> 
     given = dict(fields)
     if kind == "python":  # the name's form here; its file when the guard is built
         file, class_name = python_target(name)
-        if folder is not None:
-            name = f"{PYTHON}{_beside(folder, file)}:{class_name}"
+        name = f"{PYTHON}{beside(folder, file)}:{class_name}"
     weights = given.get("weights")
-    if folder is not None and isinstance(weights, str) and not weights.startswith(PACKAGE):
-        given["weights"] = _beside(folder, weights)
-    if isinstance(given.get("model"), str) and "@" in given["model"] and given.get("revision") is None:
-        given["model"], given["revision"] = given["model"].rsplit("@", 1)
-    return check(validated_spec(name=name, **given))
+    if isinstance(weights, str) and not weights.startswith(PACKAGE):
+        given["weights"] = beside(folder, weights)
+    return check(validated_spec(name=name, **pinned(given)))
 
 
-def _beside(folder: Path, path: str) -> str:
-    return path if Path(path).is_absolute() else str(folder / path)
+def pinned(fields: dict[str, Any]) -> dict[str, Any]:
+    """`model: REPO@REV` as model and revision, unless a revision is given too."""
+    model = fields.get("model")
+    if isinstance(model, str) and "@" in model and fields.get("revision") is None:
+        name, revision = model.rsplit("@", 1)
+        return {**fields, "model": name, "revision": revision}
+    return fields
+
+
+def is_guard_file(name: str) -> bool:
+    return name.endswith((".yaml", ".yml"))
+
+
+def beside(folder: Path | None, path: str) -> str:
+    """A path as written in a file in `folder` (None: as given, from the working directory)."""
+    return path if folder is None or Path(path).is_absolute() else str(folder / path)
 
 
 def weights_path(declared: str) -> Path:
@@ -254,20 +263,22 @@ def check(spec: GuardSpec) -> GuardSpec:
                          field="weights")
     preset = PRESETS[name]
     backend = spec.backend or preset.backend
-    if backend not in BACKENDS:
-        raise InputError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}", field="--backend")
+    try:
+        runs_on = backend_of(backend)
+    except UnknownBackend as exc:
+        raise InputError(str(exc), field="--backend") from None
     if backend not in preset.backends:
         raise InputError(f"{name} runs on {', '.join(preset.backends)}, not {backend}", field="--backend")
-    if backend == "openai" and not (spec.base_url or preset.base_url):
-        raise InputError(f"the openai backend needs the server's URL for {name}", field="--base-url")
-    if backend != "openai":
+    if runs_on.remote and not (spec.base_url or preset.base_url):
+        raise InputError(f"the {backend} backend needs the server's URL for {name}", field="--base-url")
+    if not runs_on.remote:
         for field, flag in (("base_url", "--base-url"), ("api_key_env", "--api-key-env")):
             if getattr(spec, field) is not None:
-                raise InputError(f"{flag} needs --backend openai", field=flag)
-    unknown = sorted(set(spec.backend_options) - BACKEND_OPTIONS[backend])
-    if unknown:
-        raise InputError(f"unknown setting for the {backend} backend; allowed: "
-                         f"{', '.join(sorted(BACKEND_OPTIONS[backend]))}", field=f"backend_options.{unknown[0]}")
+                raise InputError(f"{flag} needs --backend {remote_names()}", field=flag)
+    try:
+        runs_on.check_options(spec.backend_options, guard=True)
+    except UnknownOption as exc:
+        raise InputError(str(exc), field=f"backend_options.{exc.name}") from None
     adapter_for(spec, preset)  # validates family options
     return spec
 
@@ -290,7 +301,7 @@ def _identity(spec: GuardSpec, preset: Preset) -> dict[str, Any]:
     return {"backend": spec.backend or preset.backend, "model": model,
             "revision": revision, "threshold": threshold_of(spec, preset),
             "options": {**preset.options, **spec.options},
-            "backend_options": {k: v for k, v in spec.backend_options.items() if k not in RUNTIME_OPTIONS}}
+            "backend_options": identity_options(spec.backend_options)}
 
 
 def threshold_of(spec: GuardSpec, preset: Preset) -> float | None:
@@ -329,14 +340,15 @@ def preset_info(spec: GuardSpec) -> GuardInfo:
     identity = _identity(spec, preset)
     template = adapter.template()
     params = {**adapter.params(), **{f"backend.{k}": canonical_json(v) for k, v in identity["backend_options"].items()}}
-    if identity["backend"] == "openai":
+    if backend_of(identity["backend"]).remote:
         params["base_url"] = spec.base_url or preset.base_url or ""
-    if preset.lora_base and identity["backend"] != "openai":
+    elif preset.lora_base:
         params["lora_base"] = preset.lora_base
     caveats = list(adapter.caveats())
     if identity["revision"] is None:
         caveats.append("revision not pinned: the branch main was loaded; pin one with --model REPO@COMMIT")
-    elif identity["revision"] == preset.revision and not preset.revision_verified and preset.backend != "openai":
+    elif (identity["revision"] == preset.revision and not preset.revision_verified
+          and not backend_of(preset.backend).remote):
         caveats.append("revision pinned from a public third-party record, not verified by margin")
     return GuardInfo(
         id=guard_id(spec, preset), family=preset.family, checkpoint=identity["model"],

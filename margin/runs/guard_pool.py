@@ -1,7 +1,8 @@
 """Which engine pool serves a guard, and the guard seen as the engine's caller.
 
-- A guard behind a remote endpoint (`--backend openai`, the moderation APIs) streams: the
-  driver's process holds its client and keeps many requests in flight (`StreamPool`).
+- A guard behind a remote endpoint (a remote backend such as `--backend openai`, the
+  moderation APIs) streams: the driver's process holds its client and keeps many requests
+  in flight (`StreamPool`).
   No actor is involved: async I/O needs no process of its own, and an actor would add a
   hop and a batch barrier.
 - Any other guard (transformers, vLLM offline, minilm, keyword, a Python class) runs as
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from margin.backends.registry import backend_of
 from margin.engine.actors import ActorPool
 from margin.engine.limits import EndpointLimits
 from margin.engine.local import LocalPool
@@ -109,4 +111,4 @@ def is_remote(spec: GuardSpec) -> bool:
     from margin.guards.presets import PRESETS
 
     preset = PRESETS.get(spec.name)
-    return preset is not None and (spec.backend or preset.backend) == "openai"
+    return preset is not None and backend_of(spec.backend or preset.backend).remote

@@ -37,14 +37,14 @@ class ModelFactory:
 
 def model_limits(spec: ModelSpec, settings: CallSettings) -> EndpointLimits:
     """Its endpoint's limits (openai), or the time limit and attempts of its batches."""
-    options = dict(spec.backend_options) if spec.backend == "openai" else {}
+    options = dict(spec.backend_options) if spec.remote else {}
     return settings.limits(options, EndpointLimits(timeout_s=MODEL_TIMEOUT_S))
 
 
 def model_pool(name: str, spec: ModelSpec, max_tokens: int, settings: CallSettings, *,
                on_call: OnCall = _ignore) -> Pool:
     limits = model_limits(spec, settings)
-    if spec.backend == "openai":
+    if spec.remote:
         return StreamPool(name, ChatModel(spec, max_tokens), limits, on_call=on_call, url=spec.base_url)
     factory = ModelFactory(spec, max_tokens)
     if settings.engine == "local":

@@ -14,24 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from margin.backends.registry import Backend, ChatSetup, backend_of, identity_options, remote_names
 from margin.backends.secrets import check_env_name
-from margin.engine.limits import LIMIT_OPTIONS
 from margin.util.hashing import canonical_json, sha256_text
 
-Backend = Literal["openai", "vllm", "transformers"]
 Messages = list[dict[str, str]]
-
-# Backend settings a spec may give, per backend; the runtime ones never change an output.
-BACKEND_OPTIONS = {
-    "openai": set(LIMIT_OPTIONS),
-    "vllm": {"engine"},
-    "transformers": {"device", "dtype"},
-}
-RUNTIME_OPTIONS = {"device", "engine", *LIMIT_OPTIONS}
 
 
 class ModelSpec(BaseModel):
@@ -39,7 +30,7 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    backend: Backend = "openai"
+    backend: str = "openai"  # a name in `margin.backends.registry`
     model: str = Field(min_length=1)  # the served name (openai) or the checkpoint (REPO or REPO@COMMIT)
     revision: str | None = None
     base_url: str | None = None
@@ -60,28 +51,41 @@ class ModelSpec(BaseModel):
     def _env_name(cls, value: str | None) -> str | None:
         return check_env_name(value)
 
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        backend_of(value)  # UnknownBackend is a ValueError: pydantic names the field
+        return value
+
     @model_validator(mode="after")
     def _fits_backend(self) -> ModelSpec:
-        if self.backend == "openai" and not self.base_url:
-            raise ValueError("the openai backend needs base_url (the server's /v1 URL)")
-        if self.backend != "openai":
+        backend = self.runs_on
+        if backend.remote and not self.base_url:
+            raise ValueError(f"the {self.backend} backend needs base_url (the server's /v1 URL)")
+        if not backend.remote:
             for name in ("base_url", "api_key_env"):
                 if getattr(self, name) is not None:
-                    raise ValueError(f"{name} needs backend: openai")
+                    raise ValueError(f"{name} needs backend: {remote_names()}")
             if self.request_options:
-                raise ValueError("request_options needs backend: openai")
-        unknown = sorted(set(self.backend_options) - BACKEND_OPTIONS[self.backend])
-        if unknown:
-            raise ValueError(f"unknown backend option {unknown[0]!r} for {self.backend}; allowed: "
-                             f"{', '.join(sorted(BACKEND_OPTIONS[self.backend]))}")
+                raise ValueError(f"request_options needs backend: {remote_names()}")
+        backend.check_options(self.backend_options, guard=False)
         return self
 
     @property
+    def runs_on(self) -> Backend:
+        return backend_of(self.backend)
+
+    @property
+    def remote(self) -> bool:
+        """Behind an endpoint: streamed from the study's process, no CPU or GPU reserved."""
+        return self.runs_on.remote
+
+    @property
     def cpus(self) -> float:
-        return self.num_cpus if self.num_cpus is not None else (0.0 if self.backend == "openai" else 1.0)
+        return self.num_cpus if self.num_cpus is not None else (0.0 if self.remote else 1.0)
 
     def checkpoint(self) -> tuple[str, str | None]:
-        if self.revision is None and "@" in self.model and self.backend != "openai":
+        if self.revision is None and "@" in self.model and not self.remote:  # a served name is not pinned
             name, revision = self.model.rsplit("@", 1)
             return name, revision
         return self.model, self.revision
@@ -99,7 +103,7 @@ def model_identity(spec: ModelSpec, max_tokens: int) -> dict[str, Any]:
         "max_tokens": max_tokens,
         "chat_template_kwargs": spec.chat_template_kwargs,
         "request_options": spec.request_options,
-        "backend_options": {k: v for k, v in spec.backend_options.items() if k not in RUNTIME_OPTIONS},
+        "backend_options": identity_options(spec.backend_options),
         "decoding": "greedy",
     }
 
@@ -128,8 +132,11 @@ class ChatModel:
         self.spec = spec
         self.max_tokens = max_tokens
         self.max_batch_size = spec.max_batch_size
-        self.remote = spec.backend == "openai"
-        self.backend = _backend(spec)
+        self.remote = spec.remote
+        model, revision = spec.checkpoint()
+        # Plain generation: no logprobs asked for.
+        self.backend = spec.runs_on.build(ChatSetup(model, revision, base_url=spec.base_url,
+                                                    api_key_env=spec.api_key_env, options=spec.backend_options))
 
     def generate(self, conversations: Sequence[Messages]) -> list[Reply | Exception]:
         """One Reply per conversation, or the error that kept it from having one."""
@@ -171,20 +178,3 @@ class ChatModel:
     async def aclose(self) -> None:
         await self.backend.aclose()
 
-
-def _backend(spec: ModelSpec) -> Any:
-    options = dict(spec.backend_options)
-    model, revision = spec.checkpoint()
-    if spec.backend == "openai":
-        from margin.backends.http import AsyncEndpoint
-        from margin.backends.openai_http import OpenAIChatBackend
-
-        assert spec.base_url is not None
-        return OpenAIChatBackend(AsyncEndpoint(spec.base_url, spec.api_key_env), model, top_logprobs=0)
-    if spec.backend == "vllm":
-        from margin.backends.vllm_offline import VLLMBackend
-
-        return VLLMBackend(model, revision, top_logprobs=0, engine=options.get("engine"))
-    from margin.backends.transformers_lm import TransformersLM
-
-    return TransformersLM(model, revision, device=options.get("device"), dtype=options.get("dtype"), top_logprobs=1)

@@ -103,7 +103,7 @@ def call_settings(plan: StudyPlan, engine: Engine, ray_address: str | None) -> C
 def needs_actors(plan: StudyPlan) -> bool:
     """Whether any guard or model runs in process (Ray actors), not behind an endpoint."""
     return (any(not is_remote(g.spec) for g in plan.guards)
-            or any(m.spec.backend != "openai" for m in [*plan.models, *(j.model for j in plan.judges)]))
+            or any(not m.spec.remote for m in [*plan.models, *(j.model for j in plan.judges)]))
 
 
 def guard_folder(out_dir: Path, index: int, guard_id: str) -> Path:
