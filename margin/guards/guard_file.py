@@ -15,7 +15,7 @@
 A `python:` guard may also give `weights` (a file or folder, or `package:NAME[/PATH]`),
 `revision` and `threshold`. Every key is checked; an error names the file, the line and the
 field. A relative `python:` or `weights` path is taken from the file's folder. CLI flags
-override the file. `margin.guards.spec.spec_from` does the parsing, as for `--guard`.
+override the file. `margin.guards.make.parse_guard` reads it, as it reads `--guard`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from margin.errors import InputError
-from margin.guards.spec import GuardSpec, as_field, spec_from
+from margin.guards.spec import GuardSpec, as_field, is_guard_file, spec_from
 from margin.util.yamlfile import parse_yaml
 
 FIELDS = set(GuardSpec.model_fields) - {"name"}
@@ -43,10 +43,11 @@ def _lines(node: yaml.Node, prefix: str = "") -> dict[str, int]:
     return found
 
 
-def load_guard_file(path_text: str, overrides: dict[str, Any]) -> GuardSpec:
-    path = Path(path_text)
+def load_guard_file(path: str | Path, overrides: dict[str, Any]) -> GuardSpec:
+    """The spec a guard file gives, `overrides` on top (`margin.guards.make.parse_guard`)."""
+    path = Path(path)
     if not path.is_file():
-        raise InputError("no such guard file", path=path, field="--guard")
+        raise InputError(f"no such guard file: {path}", field="--guard")
     data, node = parse_yaml(path.read_bytes(), path)
     if not isinstance(data, dict):
         raise InputError("a guard file is a mapping with at least `guard:`", path=path, line=1)
@@ -64,7 +65,7 @@ def load_guard_file(path_text: str, overrides: dict[str, Any]) -> GuardSpec:
     if not isinstance(name, str) or not name:
         raise InputError("missing `guard:` (a preset, minilm, keyword or python:FILE.py:Class)", path=path,
                          line=lines.get("guard", 1), field="guard")
-    if name.endswith((".yaml", ".yml")):
+    if is_guard_file(name):
         raise fail("a guard file cannot name another guard file", "guard")
     fields = {k: v for k, v in data.items() if k != "guard"}
     try:

@@ -6,24 +6,31 @@ constructs it, and `build_guard(s).info == describe_guard(s)`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.guard_file import load_guard_file
 from margin.guards.kinds import kind_of
-from margin.guards.spec import GuardSpec, declared, spec_from
+from margin.guards.spec import GuardSpec, beside, declared, is_guard_file, pinned, spec_from
 from margin.types import GuardInfo
+
+
+def parse_guard(text: str, fields: dict[str, Any], folder: Path | None = None) -> GuardSpec:
+    """The one guard-spec parser. `text` is what `--guard` or a study config's `guard:` names: a
+    preset, keyword, minilm, `python:FILE.py:Class`, or a guard file (`*.yaml`, whose keys
+    `fields` override). Relative paths are taken from `folder` (a study config's; None: the
+    working directory's). Errors name the CLI flag, or the guard file's line and key."""
+    fields = pinned(fields)  # REPO@REV given here overrides a guard file's revision
+    if is_guard_file(text):
+        return load_guard_file(Path(beside(folder, text)), fields)
+    return spec_from(text, fields, folder)
 
 
 def parse_guard_spec(text: str, **overrides: Any) -> GuardSpec:
     """Parse `--guard TEXT` with CLI overrides (None values are ignored)."""
-    given = {k: v for k, v in overrides.items() if v is not None}
-    if "model" in given and "@" in given["model"]:  # REPO@REVISION pins a commit
-        given["model"], given["revision"] = given["model"].rsplit("@", 1)
-    if text.endswith((".yaml", ".yml")):
-        return load_guard_file(text, given)
-    return spec_from(text, given)
+    return parse_guard(text, {k: v for k, v in overrides.items() if v is not None})
 
 
 def build_guard(spec: GuardSpec) -> Guard:

@@ -15,8 +15,8 @@ from typing import Any
 from margin.cost import CostModel
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
-from margin.guards.make import describe_guard
-from margin.guards.spec import GuardSpec, as_field, spec_from
+from margin.guards.make import describe_guard, parse_guard
+from margin.guards.spec import GuardSpec, as_field
 from margin.judges.llm import LLMJudge
 from margin.judges.template import builtin_templates, load_template
 from margin.reports.pairings import Thresholds
@@ -252,21 +252,14 @@ def _guard(config: StudyConfig, source: Source, index: int) -> GuardPlan:
     entry = config.guards[index]
     loc: Loc = ("guards", index)
     fields = dict(entry.model_extra or {})
-    name = entry.guard
-    if name.endswith((".yaml", ".yml")):
-        from margin.guards.guard_file import load_guard_file
-
-        path = _relative(source, name)
-        if not path.is_file():
-            raise source.error(f"no such guard file: {path}", (*loc, "guard"))
-        spec = load_guard_file(str(path), fields)
-    else:
-        try:
-            spec = spec_from(name, fields, source.folder)
-        except InputError as exc:
-            message, key = as_field(exc)
-            where = (*loc, *key.split("."))
-            raise source.error(message, where if where in source.lines else loc) from None
+    try:
+        spec = parse_guard(entry.guard, fields, source.folder)
+    except InputError as exc:
+        if exc.path is not None:
+            raise  # an error inside a guard file names that file's line
+        message, key = as_field(exc)
+        where = (*loc, *key.split("."))
+        raise source.error(message, where if where in source.lines else loc) from None
     check_env(spec.api_key_env, source, (*loc, "api_key_env"))
     info = describe_guard(spec)
     return GuardPlan(spec, info, entry.name or info.id, entry.creator)
