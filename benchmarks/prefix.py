@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from margin.backends.generation import Generation
-from margin.guards.generative import GenerativeGuard, apply_threshold
+from margin.guards.base import apply_threshold
+from margin.guards.generative import GenerativeGuard
 
 NO_CHUNKS = {"min_tokens": 10**12, "max_tokens": 10**12}
 WAYS = {  # name: (prefix reuse, length chunks)

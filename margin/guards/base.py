@@ -7,6 +7,19 @@ from collections.abc import Sequence
 
 from margin.types import GuardInfo, Verdict
 
+#: A guard's own label where it only has a probability (a classifier, minilm): even odds.
+EVEN_ODDS = 0.5
+
+
+def apply_threshold(verdict: Verdict, threshold: float | None) -> Verdict:
+    """The one way a threshold decides a verdict, in every guard margin builds: with one,
+    unsafe when p_unsafe >= threshold; without one (or without a p_unsafe, or for an invalid
+    output) the guard's own label stands: a generative guard's parsed answer, a moderation
+    API's flags, a classifier's even odds."""
+    if verdict.label == "invalid" or verdict.p_unsafe is None or threshold is None:
+        return verdict
+    return verdict._replace(label="unsafe" if verdict.p_unsafe >= threshold else "safe")
+
 
 class Guard(ABC):
     """Classify a batch of texts.

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from margin.guards.adapters.sequence_classifier import SequenceClassifier
-from margin.guards.base import Guard
+from margin.guards.base import Guard, apply_threshold
 from margin.types import GuardInfo, Verdict
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,6 @@ class ClassifierGuard(Guard):
         with torch.inference_mode():
             logits = self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits.float().cpu()
         verdicts: list[Verdict | None] = [None] * len(texts)
-        threshold = self._info.threshold if self._info.threshold is not None else 0.5
         for row, i in enumerate(fits):
-            verdicts[i] = self.adapter.verdict(logits[row].tolist(), self.index, threshold)
+            verdicts[i] = apply_threshold(self.adapter.verdict(logits[row].tolist(), self.index), self._info.threshold)
         return verdicts

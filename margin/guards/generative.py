@@ -16,7 +16,7 @@ from typing import Protocol
 from margin.backends.generation import Generation, GuardRequest
 from margin.backends.secrets import redact
 from margin.guards.adapters.base import Adapter
-from margin.guards.base import Guard
+from margin.guards.base import Guard, apply_threshold
 from margin.types import GuardInfo, Verdict
 
 
@@ -32,12 +32,6 @@ class RemoteBackend(Backend, Protocol):
     async def agenerate(self, request: GuardRequest) -> Generation: ...
 
     async def aclose(self) -> None: ...
-
-
-def apply_threshold(verdict: Verdict, threshold: float | None) -> Verdict:
-    if verdict.label == "invalid" or verdict.p_unsafe is None or threshold is None:
-        return verdict
-    return verdict._replace(label="unsafe" if verdict.p_unsafe >= threshold else "safe")
 
 
 def raw_output(outputs: Sequence[Generation]) -> str:

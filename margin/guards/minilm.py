@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from margin.guards.base import Guard
+from margin.guards.base import EVEN_ODDS, Guard, apply_threshold
 from margin.guards.spec import threshold_tag
 from margin.types import GuardInfo, Verdict
 from margin.util.hashing import canonical_json, sha256_text
@@ -128,10 +128,10 @@ class MiniLMGuard(Guard):
         if not fits:
             raise ValueError(f"every input is over the {WINDOW}-token window (never truncated)")
         verdicts: list[Verdict | None] = [None] * len(texts)
-        threshold = self._info.threshold if self._info.threshold is not None else 0.5
         for i, score in zip(fits, self.scores(self.embed([texts[i] for i in fits])), strict=True):
             p = self.p_unsafe(score)
-            verdicts[i] = Verdict("unsafe" if p >= threshold else "safe", p, f"score={score:.6f} p={p:.6f}")
+            own = Verdict("unsafe" if p >= EVEN_ODDS else "safe", p, f"score={score:.6f} p={p:.6f}")
+            verdicts[i] = apply_threshold(own, self._info.threshold)
         return verdicts
 
 

@@ -14,7 +14,7 @@ from margin.backends.http import AsyncEndpoint, run_sync
 from margin.backends.secrets import redact
 from margin.errors import TransportError
 from margin.guards.adapters.moderation import Moderation
-from margin.guards.base import Guard
+from margin.guards.base import Guard, apply_threshold
 from margin.types import GuardInfo, Verdict
 
 
@@ -44,7 +44,7 @@ class ModerationGuard(Guard):
 
     async def aclassify(self, texts: Sequence[str]) -> list[Verdict]:
         results = await self.endpoint.attempt(lambda client: self._post(client, list(texts)))
-        verdicts = [self.adapter.parse(r, self._info.threshold) for r in results]
+        verdicts = [apply_threshold(self.adapter.parse(r), self._info.threshold) for r in results]
         return [v._replace(raw=redact(v.raw)) for v in verdicts]
 
     def classify(self, texts: Sequence[str]) -> list[Verdict | None]:

@@ -20,7 +20,7 @@ from margin.guards.adapters.qwen3guard import Qwen3Guard
 from margin.guards.adapters.sequence_classifier import SequenceClassifier
 from margin.guards.adapters.shieldgemma import ShieldGemma
 from margin.guards.adapters.wildguard import WildGuard
-from margin.guards.generative import apply_threshold
+from margin.guards.base import apply_threshold
 from margin.types import Verdict
 
 
@@ -256,9 +256,10 @@ def test_sequence_classifiers_are_attack_detectors():
     assert pa.attack_index({0: "INJECTION", 1: "SAFE"}) == 0
     with pytest.raises(ValueError):
         pa.attack_index({0: "LABEL_0", 1: "LABEL_1"})
-    verdict = pg.verdict([0.0, math.log(3)], 1, 0.5)
+    verdict = pg.verdict([0.0, math.log(3)], 1)
     assert verdict.label == "unsafe" and verdict.p_unsafe == pytest.approx(0.75)
-    assert pg.verdict([0.0, math.log(3)], 1, 0.9).label == "safe"
+    assert apply_threshold(pg.verdict([0.0, math.log(3)], 1), 0.9).label == "safe"
+    assert pg.verdict([math.log(3), 0.0], 1).label == "safe"  # its own label: even odds
     assert "not harm" in pg.caveats()[0] or "not harmful" in pg.caveats()[0]
 
 
@@ -270,16 +271,17 @@ MISTRAL_RESULT = {"categories": {"violence_and_threats": False, "pii": True, "he
 
 def test_moderation_results():
     openai_guard = OpenAIModeration()
-    assert openai_guard.parse(OPENAI_RESULT, None) == Verdict("unsafe", 0.91, openai_guard.parse(OPENAI_RESULT, None).raw)
-    assert openai_guard.parse({**OPENAI_RESULT, "flagged": False}, None).label == "safe"
-    assert openai_guard.parse({**OPENAI_RESULT, "flagged": False}, 0.5).label == "unsafe"  # explicit threshold
-    assert openai_guard.parse({"categories": {}}, None).label == "invalid"
-    assert openai_guard.parse("garbage", None).label == "invalid"
+    assert openai_guard.parse(OPENAI_RESULT) == Verdict("unsafe", 0.91, openai_guard.parse(OPENAI_RESULT).raw)
+    assert openai_guard.parse({**OPENAI_RESULT, "flagged": False}).label == "safe"
+    assert apply_threshold(openai_guard.parse({**OPENAI_RESULT, "flagged": False}), 0.5).label == "unsafe"
+    assert apply_threshold(openai_guard.parse(OPENAI_RESULT), 0.95).label == "safe"  # the threshold over the flags
+    assert openai_guard.parse({"categories": {}}).label == "invalid"
+    assert openai_guard.parse("garbage").label == "invalid"
     mistral = MistralModeration()
     # pii and health are advice / PII categories, not harm: not counted by default.
-    assert mistral.parse(MISTRAL_RESULT, None) == Verdict("safe", pytest.approx(0.2), mistral.parse(MISTRAL_RESULT, None).raw)
-    assert MistralModeration(options={"categories": ["pii"]}).parse(MISTRAL_RESULT, None).label == "unsafe"
-    assert mistral.parse({"categories": {"x": "yes"}, "category_scores": {}}, None).label == "invalid"
+    assert mistral.parse(MISTRAL_RESULT) == Verdict("safe", pytest.approx(0.2), mistral.parse(MISTRAL_RESULT).raw)
+    assert MistralModeration(options={"categories": ["pii"]}).parse(MISTRAL_RESULT).label == "unsafe"
+    assert mistral.parse({"categories": {"x": "yes"}, "category_scores": {}}).label == "invalid"
 
 
 def test_threshold_moves_the_verdict_but_never_invalid():

@@ -37,7 +37,8 @@ class Moderation:
         results = response.get("results") if isinstance(response, dict) else None
         return results if isinstance(results, list) else None
 
-    def parse(self, result: Any, threshold: float | None) -> Verdict:
+    def parse(self, result: Any) -> Verdict:
+        """The vendor's own verdict (its flags); the guard applies a threshold on top."""
         raise NotImplementedError
 
     def template(self) -> str:
@@ -68,15 +69,14 @@ class OpenAIModeration(Moderation):
         if self.options:
             raise InputError("the OpenAI moderation guard takes no options", field=f"options.{sorted(self.options)[0]}")
 
-    def parse(self, result: Any, threshold: float | None) -> Verdict:
+    def parse(self, result: Any) -> Verdict:
         raw = canonical_json(result)
         scores = _scores(result)
         flagged = result.get("flagged") if isinstance(result, dict) else None
         if scores is None or not isinstance(flagged, bool):
             return Verdict("invalid", raw=raw)
         p = max(scores.values(), default=0.0)
-        unsafe = flagged if threshold is None else p >= threshold
-        return Verdict("unsafe" if unsafe else "safe", p, raw)
+        return Verdict("unsafe" if flagged else "safe", p, raw)
 
 
 class MistralModeration(Moderation):
@@ -97,7 +97,7 @@ class MistralModeration(Moderation):
     def selected(self, keys: set[str]) -> set[str]:
         return keys & self.categories if self.categories is not None else keys - NOT_HARM
 
-    def parse(self, result: Any, threshold: float | None) -> Verdict:
+    def parse(self, result: Any) -> Verdict:
         raw = canonical_json(result)
         scores = _scores(result)
         flags = result.get("categories") if isinstance(result, dict) else None
@@ -105,8 +105,7 @@ class MistralModeration(Moderation):
             return Verdict("invalid", raw=raw)
         chosen = self.selected(set(flags) | set(scores))
         p = max((scores[k] for k in chosen if k in scores), default=0.0)
-        unsafe = any(flags.get(k, False) for k in chosen) if threshold is None else p >= threshold
-        return Verdict("unsafe" if unsafe else "safe", p, raw)
+        return Verdict("unsafe" if any(flags.get(k, False) for k in chosen) else "safe", p, raw)
 
     def caveats(self) -> tuple[str, ...]:
         chosen = sorted(self.categories) if self.categories is not None else f"all but {', '.join(sorted(NOT_HARM))}"

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from margin.errors import InputError
+from margin.guards.base import EVEN_ODDS
 from margin.types import Verdict
 from margin.util.hashing import canonical_json
 
@@ -44,14 +45,15 @@ class SequenceClassifier:
             raise ValueError(f"expected an INJECTION label, found {sorted(names)}")
         return names["INJECTION"]
 
-    def verdict(self, logits: Sequence[float], index: int, threshold: float) -> Verdict:
+    def verdict(self, logits: Sequence[float], index: int) -> Verdict:
+        """Its own verdict: the attack class at even odds (the guard applies a threshold on top)."""
         top = max(logits)
         exps = [math.exp(x - top) for x in logits]
         p = exps[index] / sum(exps)
         if math.isnan(p):
             return Verdict("invalid", raw=canonical_json({"logits": list(logits)}))
         raw = canonical_json({"p_attack": round(p, 6), "logits": [round(x, 6) for x in logits]})
-        return Verdict("unsafe" if p >= threshold else "safe", p, raw)
+        return Verdict("unsafe" if p >= EVEN_ODDS else "safe", p, raw)
 
     def template(self) -> str:
         return canonical_json({"family": self.family, "variant": self.variant, "input": "{prompt}",
