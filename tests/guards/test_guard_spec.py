@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from margin.errors import InputError
-from margin.guards.make import build_guard, describe_guard, parse_guard_spec
+from margin.guards.make import build_guard, describe_guard, parse_guard, parse_guard_spec
 from margin.guards.presets import PRESETS
 from margin.guards.spec import GuardSpec
 from tests.support.cli import margin
@@ -110,6 +110,18 @@ def test_guard_file_bad_yaml_and_cli_exit_2(tmp_path):
     proc = margin("run", "--guard", str(path), "--out", str(tmp_path / "never"))
     assert proc.returncode == 2 and f"{path}:3" in proc.stderr and "options.colour" in proc.stderr
     assert not (tmp_path / "never").exists()
+
+
+def test_one_parser_for_the_cli_guard_files_and_study_entries(tmp_path):
+    (tmp_path / "g.yaml").write_text("guard: wildguard\nbackend: openai\nbase_url: http://x/v1\nrevision: old\n")
+    cli = parse_guard_spec(str(tmp_path / "g.yaml"), model="org/wg@new")
+    study_file = parse_guard("g.yaml", {"model": "org/wg@new"}, tmp_path)  # relative to the config's folder
+    study_entry = parse_guard("wildguard", {"backend": "openai", "base_url": "http://x/v1", "model": "org/wg@new"})
+    assert cli == study_file == study_entry
+    assert (cli.model, cli.revision) == ("org/wg", "new")  # REPO@REV given over the file pins its revision
+    with pytest.raises(InputError) as caught:
+        parse_guard("missing.yaml", {}, tmp_path)
+    assert caught.value.field == "--guard" and str(tmp_path / "missing.yaml") in caught.value.message
 
 
 def test_relative_python_guard_in_a_guard_file(tmp_path):
