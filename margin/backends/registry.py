@@ -145,7 +145,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
     ), ("vllm",), "pip install 'margin[vllm]'", _vllm),
     Backend("openai", "any OpenAI-compatible server (vLLM, SGLang, hosted endpoints)", True, (
         _TOP, *_LIMITS,
-    ), (), "", _openai),
+    ), (), "", _openai),  # the openai client is a core dependency
 )}
 
 
