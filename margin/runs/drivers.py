@@ -29,7 +29,7 @@ from margin.runs.folder import check_run_dir, claim_out_dir, remove_unstarted
 from margin.runs.merge import join_receipts, join_results
 from margin.runs.outputs import RunOutcome, finish
 from margin.runs.prepare import PreparedRun
-from margin.runs.session import EngineFigures, GuardSession
+from margin.runs.session import BATCH_TIMEOUT_S, EngineFigures, GuardSession
 from margin.runs.shards import select_shard
 from margin.runs.single import search
 from margin.types import SearchResult
@@ -69,7 +69,7 @@ class DriverActor:
         c = prepared.config
         pool = None
         if actors is not None:  # the guard's actors, started and checked by the main process
-            pool = ActorPool.attach("guard", actors, capacity=capacity, call_timeout_s=c.call_timeout_s or 300.0,
+            pool = ActorPool.attach("guard", actors, capacity=capacity, call_timeout_s=c.call_timeout_s or BATCH_TIMEOUT_S,
                                     max_wait_s=c.max_wait_s)
 
         def on_result(_: SearchResult) -> None:

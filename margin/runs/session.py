@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from margin.engine import settings as defaults
 from margin.engine.actors import ActorPool
 from margin.engine.cluster import connect, disconnect
 from margin.engine.limits import EndpointLimits
@@ -32,21 +33,22 @@ from margin.search.strategies import PromptSearch
 from margin.types import GuardCall, GuardInfo, SearchResult
 
 Engine = Literal["ray", "local"]
-ENGINES: tuple[Engine, ...] = ("ray", "local")
 OnBatch = Callable[[int, int, float], None]  # (texts, capacity, seconds) per guard call
 
 #: An in-process guard's batch past this many seconds is a hang (its actor is restarted).
-BATCH_TIMEOUT_S = 300.0
-DEFAULT_ATTEMPTS = 3
+BATCH_TIMEOUT_S: float = defaults.CALL_TIMEOUT.case("batch")
 
 
 @dataclass(frozen=True)
 class CallSettings:
-    engine: Engine = "ray"
+    """`margin.engine.settings` says what each means; None: the guard file's `backend_options`,
+    else the default there."""
+
+    engine: Engine = defaults.ENGINE.default
     ray_address: str | None = None
-    batch_size: int = 64
-    max_wait_s: float = 0.005  # an actor waits this long for a batch to fill
-    retry_wait_s: float = 0.5  # the first retry's backoff (doubling, jittered)
+    batch_size: int = defaults.BATCH_SIZE.default
+    max_wait_s: float = defaults.MAX_WAIT.default
+    retry_wait_s: float = defaults.RETRY_WAIT.default
     max_attempts: int | None = None
     call_timeout_s: float | None = None
     max_concurrency: int | None = None
@@ -118,7 +120,7 @@ class GuardSession:
         self.on_batch = on_batch
         self.remote = is_remote(spec) or (guard is not None and guard.remote)
         self.limits = settings.limits(dict(spec.backend_options))
-        self.attempts = self.limits.max_attempts if self.remote else (settings.max_attempts or DEFAULT_ATTEMPTS)
+        self.attempts = self.limits.max_attempts if self.remote else (settings.max_attempts or defaults.MAX_ATTEMPTS.default)
         self.figures = EngineFigures(engine=settings.engine)
         self.pool: Pool | None = pool
         self._driver: Driver | None = None
@@ -229,8 +231,9 @@ class GuardSession:
             f.latencies = pool.latencies
 
 
-def drive(searches: Sequence[PromptSearch], guard: Guard, *, batch_size: int = 64, on_call: OnCall = lambda _: None,
-          max_attempts: int = DEFAULT_ATTEMPTS, **options: Any) -> list[SearchResult]:
+def drive(searches: Sequence[PromptSearch], guard: Guard, *, batch_size: int = defaults.BATCH_SIZE.default,
+          on_call: OnCall = lambda _: None, max_attempts: int = defaults.MAX_ATTEMPTS.default,
+          **options: Any) -> list[SearchResult]:
     """Run every search to completion against a guard instance in this process; results in
     the order of `searches`. (Runs use `margin.runs.execute`; this is the small form for tests
     and notebooks.)"""

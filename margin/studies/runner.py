@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from margin.engine.cluster import connect, disconnect
+from margin.engine.settings import ENGINE
 from margin.errors import EndpointUnreachable, InputError
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
@@ -111,7 +112,7 @@ def guard_folder(out_dir: Path, index: int, guard_id: str) -> Path:
     return out_dir / "guards" / f"{index:02d}-{safe}"
 
 
-def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: Engine = "ray",
+def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: Engine = ENGINE.default,
               ray_address: str | None = None, cache: bool = True, on_stage: Callable[[str], None] = lambda _: None,
               on_batch: OnBatch = lambda *_: None) -> StudyOutcome:
     check_out_dir(plan, out_dir, resume)
