@@ -138,7 +138,7 @@ def check_call_timeout(config: RunConfig, remote: bool) -> None:
     """`--call-timeout` bounds an endpoint's request, or a Ray actor's batch (the actor is
     restarted past it); a batch running in this process cannot be stopped, so refuse it
     there rather than ignore it."""
-    if config.call_timeout_s is not None and config.engine == "local" and not remote:
+    if config.call_settings().timeout_cannot_apply(in_process=not remote):
         raise InputError("a guard in this process (--engine local) cannot be stopped mid-batch; "
                          "use --engine ray, or leave --call-timeout out", field="--call-timeout")
 

@@ -56,6 +56,18 @@ class CallSettings:
     hedge_after_s: float | str | None = None
     max_outage_s: float | None = None
 
+    @property
+    def batch_timeout_s(self) -> float:
+        """How long an in-process guard's batch on a Ray actor may run before the actor is
+        restarted as hung."""
+        return self.call_timeout_s or BATCH_TIMEOUT_S
+
+    def timeout_cannot_apply(self, in_process: bool) -> bool:
+        """A call timeout asked of a model in this process (`--engine local`), whose batch
+        cannot be stopped: every command refuses it rather than ignore it. (On Ray actors a
+        batch past it restarts the actor; an endpoint's request is cancelled.)"""
+        return self.call_timeout_s is not None and self.engine == "local" and in_process
+
     def limits(self, options: dict[str, Any], base: EndpointLimits | None = None) -> EndpointLimits:
         """An endpoint's limits: these settings over its `backend_options` over `base` (the
         defaults)."""
@@ -136,7 +148,7 @@ class GuardSession:
             return self
         batch_size = max(1, min(s.batch_size, self.spec.max_batch_size or s.batch_size))
         self.pool = guard_pool(self.spec, self.guard, engine=s.engine, batch_size=batch_size, limits=self.limits,
-                               call_timeout_s=s.call_timeout_s or BATCH_TIMEOUT_S, max_wait_s=s.max_wait_s,
+                               call_timeout_s=s.batch_timeout_s, max_wait_s=s.max_wait_s,
                                on_call=self._record_batch)
         try:
             if isinstance(self.pool, LocalPool):
