@@ -36,6 +36,7 @@ from margin.engine.book import Book, Outcome, Ticket
 from margin.engine.calls import CallResult, call_batch
 from margin.engine.cluster import connect, disconnect
 from margin.engine.pool import Pool
+from margin.engine.settings import BATCH_SIZE
 from margin.guards.make import build_guard, parse_guard_spec
 from margin.guards.spec import GuardSpec
 from margin.runfolder import read_jsonl
@@ -222,7 +223,7 @@ def main() -> None:
     parser.add_argument("--suite", default="standard")
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--num-cpus", type=float, default=None, help="CPUs per guard actor (torch threads)")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE.default)
     parser.add_argument("--http-prompts", type=int, default=150, help="prompts for the concurrent HTTP run")
     parser.add_argument("--http-serial-prompts", type=int, default=6, help="prompts for the serial HTTP run")
     parser.add_argument("--http-concurrency", type=int, default=64, help="requests in flight in the concurrent run")

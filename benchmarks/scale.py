@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from margin.datasets import load_dataset
+from margin.engine.settings import BATCH_SIZE
 
 
 def variation(text: str, copy: int) -> str:
@@ -115,7 +116,7 @@ def main() -> None:
     parser.add_argument("--engine", default="local", choices=("local", "ray"))
     parser.add_argument("--suite", default="standard")
     parser.add_argument("--search", default="cheapest")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE.default)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from margin.engine.settings import ENGINE
 from margin.errors import InputError
 
 if TYPE_CHECKING:
@@ -55,14 +56,13 @@ def run(guard: str | GuardSpec | Guard, *, out: str | Path | None = None, resume
     return execute(prepared, Path(out) if out is not None else default_out_dir(prepared.info.id), resume=resume)
 
 
-def study(config: str | Path, *, out: str | Path | None = None, resume: bool = False, engine: str = "ray",
+def study(config: str | Path, *, out: str | Path | None = None, resume: bool = False, engine: str = ENGINE.default,
           ray_address: str | None = None, cache: bool = True) -> StudyOutcome:
     """A paired study from its YAML config; writes pairings.json and the evidence."""
     from margin.studies.plan import prepare
     from margin.studies.runner import default_out_dir, run_study
 
-    if engine not in ("ray", "local"):
-        raise InputError(f"unknown engine {engine!r}; expected ray or local", field="engine")
+    ENGINE.check_choice(engine, "engine")
     plan = prepare(Path(config))
     folder = Path(out) if out is not None else default_out_dir(plan)
     return run_study(plan, folder, resume=resume, engine=engine, ray_address=ray_address,  # type: ignore[arg-type]

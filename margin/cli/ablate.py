@@ -10,6 +10,7 @@ import typer
 from margin.cli import options as o
 from margin.cli.app import app, console, err
 from margin.cli.common import check_limits, check_or_fail, families, parse_share, print_tables
+from margin.engine import settings
 
 
 @app.command()
@@ -25,20 +26,20 @@ def ablate(
     seed: o.Seed = 0,
     limit: o.Limit = None,
     cost_norm: o.CostNorm = "corpus",
-    batch_size: o.BatchSize = 64,
+    batch_size: o.BatchSize = settings.BATCH_SIZE.flag_default,
     out: o.OutDir = None,
     backend: o.Backend = None,
     model: o.Model = None,
     base_url: o.BaseUrl = None,
     api_key_env: o.ApiKeyEnv = None,
     threshold: o.Threshold = None,
-    engine: o.Engine = "ray",
+    engine: o.Engine = settings.ENGINE.flag_default,
     ray_address: o.RayAddress = None,
     replicas: o.Replicas = None,
     num_cpus: o.NumCpus = None,
     num_gpus: o.NumGpus = None,
     no_cache: o.NoCache = False,
-    max_missing: o.MaxMissing = "1%",
+    max_missing: o.MaxMissing = settings.MAX_MISSING.flag_default,
     max_attempts: o.MaxAttempts = None,
     call_timeout: o.CallTimeout = None,
     max_concurrency: o.MaxConcurrency = None,

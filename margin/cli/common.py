@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from margin.cli.app import ARGS, console, err
+from margin.engine import settings
 from margin.engine.limits import parse_duration
 from margin.errors import InputError
 
@@ -31,28 +32,31 @@ def check_limits(*, max_attempts: int | None, call_timeout: float | None, max_co
                  requests_per_second: float | None, hedge_after: str | None,
                  max_outage: str | None = None) -> dict[str, Any]:
     """The call-limit flags as RunConfig fields, each checked (exit 2 naming the flag)."""
-    for value, flag in ((max_attempts, "--max-attempts"), (max_concurrency, "--max-concurrency")):
+    for value, setting in ((max_attempts, settings.MAX_ATTEMPTS), (max_concurrency, settings.MAX_CONCURRENCY)):
         if value is not None and value < 1:
-            raise InputError("must be at least 1", field=flag)
-    for number, flag in ((call_timeout, "--call-timeout"), (requests_per_second, "--requests-per-second")):
+            raise InputError("must be at least 1", field=setting.flag)
+    for number, setting in ((call_timeout, settings.CALL_TIMEOUT), (requests_per_second, settings.REQUESTS_PER_SECOND)):
         if number is not None and number <= 0:
-            raise InputError("must be positive", field=flag)
+            raise InputError("must be positive", field=setting.flag)
     hedge: float | str | None = hedge_after
     if hedge_after is not None and hedge_after not in ("auto", "off"):
         try:
             hedge = float(hedge_after)
         except ValueError:
-            raise InputError(f"expected seconds, auto or off, got {hedge_after!r}", field="--hedge-after") from None
+            raise InputError(f"expected seconds, auto or off, got {hedge_after!r}",
+                             field=settings.HEDGE_AFTER.flag) from None
         if hedge <= 0:
-            raise InputError("must be positive (or off)", field="--hedge-after")
+            raise InputError("must be positive (or off)", field=settings.HEDGE_AFTER.flag)
     outage = None
     if max_outage is not None:
         try:
             outage = parse_duration(max_outage)
         except ValueError as exc:
-            raise InputError(str(exc), field="--max-outage") from None
-    return {"max_attempts": max_attempts, "call_timeout_s": call_timeout, "max_concurrency": max_concurrency,
-            "requests_per_second": requests_per_second, "hedge_after_s": hedge, "max_outage_s": outage}
+            raise InputError(str(exc), field=settings.MAX_OUTAGE.flag) from None
+    given = {settings.MAX_ATTEMPTS: max_attempts, settings.CALL_TIMEOUT: call_timeout,
+             settings.MAX_CONCURRENCY: max_concurrency, settings.REQUESTS_PER_SECOND: requests_per_second,
+             settings.HEDGE_AFTER: hedge, settings.MAX_OUTAGE: outage}
+    return {setting.name: value for setting, value in given.items()}
 
 
 def resume_command(command: str, folder: Path, argv: list[str] | None = None) -> str:

@@ -10,6 +10,7 @@ import typer
 from margin.cli import options as o
 from margin.cli.app import app, console
 from margin.cli.common import check_or_fail, fmt, parse_share
+from margin.engine import settings
 
 
 @app.command()
@@ -17,7 +18,7 @@ def merge(
     dirs: Annotated[list[Path], typer.Argument(help="run folders: shards, then retries (a later folder wins)")],
     out: Annotated[Path, typer.Option(help="folder for the merged run")],
     dataset: Annotated[str | None, typer.Option(help="the runs' dataset, if it moved since (checked by SHA-256)")] = None,
-    max_missing: o.MaxMissing = "1%",
+    max_missing: o.MaxMissing = settings.MAX_MISSING.flag_default,
 ) -> None:
     """Join shard and retry run folders into one run (results, receipts, snapshot, curves)."""
     from margin.reports.completeness import describe

@@ -12,6 +12,7 @@ from margin.cli import options as o
 from margin.cli.app import app, console, err
 from margin.cli.common import check_limits, check_or_fail, fail, fmt, parse_share, resume_command
 from margin.cli.progress import RunProgress
+from margin.engine import settings
 from margin.errors import EndpointDown, InputError
 
 
@@ -25,7 +26,7 @@ def run(
     seed: o.Seed = 0,
     limit: o.Limit = None,
     cost_norm: o.CostNorm = "corpus",
-    batch_size: o.BatchSize = 64,
+    batch_size: o.BatchSize = settings.BATCH_SIZE.flag_default,
     out: Annotated[Path | None, typer.Option(help="run folder (default runs/<guard>-<time>)")] = None,
     backend: o.Backend = None,
     model: o.Model = None,
@@ -36,17 +37,17 @@ def run(
     incumbents: Annotated[str | None, typer.Option(help="adaptive: a standard run folder whose flips seed it")] = None,
     normalize: Annotated[str | None, typer.Option(help="a defence before the guard: nfkc | strip-format | "
                                                        "strip-marks | skeleton | decode | all, or several joined by +")] = None,
-    engine: o.Engine = "ray",
+    engine: o.Engine = settings.ENGINE.flag_default,
     ray_address: o.RayAddress = None,
     replicas: o.Replicas = None,
     num_cpus: o.NumCpus = None,
     num_gpus: o.NumGpus = None,
     resume: Annotated[Path | None, typer.Option(help="continue the killed run in this folder (same options)")] = None,
     shard: Annotated[str | None, typer.Option(help="i/n: every n-th prompt from the i-th (join with `margin merge`)")] = None,
-    drivers: Annotated[int, typer.Option(help="drivers searching at once: Ray actors sharing the guard")] = 1,
-    driver_cpus: Annotated[float, typer.Option(help="CPUs each of --drivers reserves")] = 1.0,
+    drivers: o.Drivers = settings.DRIVERS.flag_default,
+    driver_cpus: o.DriverCpus = settings.DRIVER_CPUS.flag_default,
     no_cache: o.NoCache = False,
-    max_missing: o.MaxMissing = "1%",
+    max_missing: o.MaxMissing = settings.MAX_MISSING.flag_default,
     max_attempts: o.MaxAttempts = None,
     call_timeout: o.CallTimeout = None,
     max_concurrency: o.MaxConcurrency = None,

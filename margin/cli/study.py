@@ -7,8 +7,10 @@ from typing import Annotated
 
 import typer
 
+from margin.cli import options as o
 from margin.cli.app import app, console, err
 from margin.cli.common import check_or_fail, fail, resume_command
+from margin.engine import settings
 from margin.errors import EndpointDown, InputError
 
 
@@ -17,16 +19,15 @@ def study(
     config: Annotated[Path, typer.Argument(help="the study's YAML config (see studies/)")],
     out: Annotated[Path | None, typer.Option(help="output folder (default runs/study-<name>-<time>)")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue the killed study in --out")] = False,
-    engine: Annotated[str, typer.Option(help="ray (model, judge and guard actors) | local (this process)")] = "ray",
-    ray_address: Annotated[str | None, typer.Option(help="run on this Ray cluster: auto | HOST:PORT | ray://HOST:PORT (default: $RAY_ADDRESS, else a local Ray)")] = None,
+    engine: o.Engine = settings.ENGINE.flag_default,
+    ray_address: o.RayAddress = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the verdict and response caches")] = False,
 ) -> None:
     """A paired study: guards x protected models x transformations, judged; writes pairings.json."""
     from margin.studies.plan import prepare
     from margin.studies.report import evidence_tables, pairs_table
 
-    if engine not in ("ray", "local"):
-        raise InputError(f"unknown engine {engine!r}; expected ray or local", field="--engine")
+    settings.ENGINE.check_choice(engine, "--engine")
     if resume and out is None:
         raise InputError("--resume needs --out, the folder of the study to continue", field="--resume")
     plan = prepare(config)

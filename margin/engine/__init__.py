@@ -7,5 +7,6 @@ responses, judge outputs) goes through it.
 - pools, chosen by where the model runs: `local` (in this process), `actors` (Ray actors
   with dynamic batches; `batcher`), `stream` (a remote endpoint: requests stream with many
   in flight and no batch barrier; `limits`);
-- `loop`: runs the pools around the book; `cluster`: joins or starts Ray.
+- `loop`: runs the pools around the book; `cluster`: joins or starts Ray;
+- `settings`: every setting of how calls are made, defined once (default, flag, YAML keys, help).
 """

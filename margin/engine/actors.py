@@ -30,6 +30,7 @@ from margin.engine.batcher import Batcher
 from margin.engine.book import Book, Outcome, Ticket
 from margin.engine.calls import BatchCaller, call_batch
 from margin.engine.pool import OnCall, Pool, _ignore
+from margin.engine.settings import BATCH_SIZE, CALL_TIMEOUT, MAX_WAIT
 from margin.errors import InputError
 
 
@@ -110,8 +111,9 @@ class Slot:
 
 class ActorPool(Pool):
     def __init__(self, name: str, factory: Factory, *, replicas: int = 1, num_cpus: float = 1.0,
-                 num_gpus: float = 0.0, max_batch_size: int = 64, max_wait_s: float = 0.005,
-                 calls_per_actor: int = 2, call_timeout_s: float = 300.0, start_timeout_s: float = 600.0,
+                 num_gpus: float = 0.0, max_batch_size: int = BATCH_SIZE.default, max_wait_s: float = MAX_WAIT.default,
+                 calls_per_actor: int = 2, call_timeout_s: float = CALL_TIMEOUT.case("batch"),
+                 start_timeout_s: float = 600.0,
                  max_starts: int = 3, release_when_done: bool = False, on_call: OnCall = _ignore) -> None:
         if replicas < 1:
             raise ValueError("replicas must be at least 1")

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
 from margin.engine.recent import ABSENT, Recent
+from margin.engine.settings import MAX_ATTEMPTS, RETRY_WAIT
 
 #: Where an answer given without a call came from.
 Origin = Literal["memo", "replay", "cache", "joined"]
@@ -80,7 +81,7 @@ class Backoff:
     (half fixed, half random, so retries of a burst spread out but never come back at once),
     never less than what the server asked (Retry-After), capped at `cap_s`."""
 
-    base_s: float = 0.5
+    base_s: float = RETRY_WAIT.default
     cap_s: float = 30.0
 
     def delay(self, retry: int, retry_after_s: float | None, rng: random.Random) -> float:
@@ -124,7 +125,7 @@ class Book:
         answer: Callable[[Any, Any], None],
         record: Callable[[Any, Job, Outcome], None] = _nothing,
         record_known: Callable[[Any, Any, Origin], None] = _nothing,
-        max_attempts: int | dict[str, int] = 3,
+        max_attempts: int | dict[str, int] = MAX_ATTEMPTS.default,
         backoff: Backoff | None = None,
         store: Store | None = None,
         replay: Replay | None = None,

@@ -2,8 +2,9 @@
 
 `EndpointLimits` are per endpoint (guard files' and study models' `backend_options`, or
 CLI flags): requests in flight, a per-request timeout, attempts per request, an optional
-request rate and when to hedge. The defaults suit a vLLM server: it batches whatever
-arrives, so 64 requests in flight keep it busy without flooding a shared one.
+request rate and when to hedge; their defaults are in `margin.engine.settings`. They suit a
+vLLM server: it batches whatever arrives, so a few dozen requests in flight keep it busy
+without flooding a shared one.
 """
 
 from __future__ import annotations
@@ -12,25 +13,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-#: `backend_options` keys that are endpoint limits (runtime settings: never in an identity).
-LIMIT_OPTIONS = ("max_concurrency", "timeout_s", "max_attempts", "requests_per_second", "hedge_after_s",
-                 "max_outage_s")
-#: How long an endpoint may answer nothing before the run stops (10 minutes).
-MAX_OUTAGE_S = 600.0
+from margin.engine.settings import (
+    CALL_TIMEOUT,
+    HEDGE_AFTER,
+    LIMIT_OPTIONS,
+    MAX_ATTEMPTS,
+    MAX_CONCURRENCY,
+    MAX_OUTAGE,
+    REQUESTS_PER_SECOND,
+)
 
 
 @dataclass(frozen=True)
 class EndpointLimits:
-    max_concurrency: int = 64  # requests in flight at most; backs off on 429 / 503
-    timeout_s: float = 120.0  # one request's time limit: past it, it is an attempt without output
-    max_attempts: int = 3  # per request, before it counts as missing (hedges come on top)
-    requests_per_second: float | None = None  # None: no rate limit
-    # A second copy of a request still unanswered after this many seconds; "auto": 3 x the
-    # p95 latency seen so far, at least 1 s; None: never.
-    hedge_after_s: float | str | None = "auto"
-    # How long the endpoint may answer nothing (down, refusing, throttling every request)
-    # before the run stops; until then its requests wait, using up no attempts.
-    max_outage_s: float = MAX_OUTAGE_S
+    """Field names are the `backend_options` keys; what each means is `margin.engine.settings`'s."""
+
+    max_concurrency: int = MAX_CONCURRENCY.default
+    timeout_s: float = CALL_TIMEOUT.default  # a guard's request (study models: a longer one)
+    max_attempts: int = MAX_ATTEMPTS.default
+    requests_per_second: float | None = REQUESTS_PER_SECOND.default  # None: no rate limit
+    hedge_after_s: float | str | None = HEDGE_AFTER.default  # None: never
+    # Until this passes, an endpoint's requests wait, using up no attempts.
+    max_outage_s: float = MAX_OUTAGE.default
 
     def __post_init__(self) -> None:
         if self.max_concurrency < 1 or self.max_attempts < 1:

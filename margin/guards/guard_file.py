@@ -7,7 +7,7 @@
     api_key_env: MY_SERVER_KEY      # the variable's NAME; keys never go in files
     threshold: 0.5
     options: {excluded_category_keys: [S6]}
-    backend_options: {concurrency: 16, timeout_s: 30}
+    backend_options: {max_concurrency: 16, timeout_s: 30}  # endpoint limits (docs/engine.md#settings)
     replicas: 2
     scope: harm classifier           # what it is for, shown with its results
     caveats: [English prompts only]  # shown with its results

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from margin.cost import CostNorm
+from margin.engine import settings
 from margin.guards.make import parse_guard_spec
 from margin.guards.spec import GuardSpec
 from margin.runs.session import CallSettings, Engine
@@ -24,27 +25,26 @@ class RunConfig:
     limit: int | None = None  # a stratified sample of this many prompts (margin.runs.subset)
     limit_method: LimitMethod = "stratified"  # "first": how runs made before the sample chose
     cost_norm: CostNorm = "corpus"
-    batch_size: int = 64
-    # Call limits; None: the guard file's `backend_options`, else the engine's defaults
-    # (`margin.engine.limits.EndpointLimits` for endpoints; 3 attempts and 300 s for batches).
+    batch_size: int = settings.BATCH_SIZE.default
+    # Call limits; None: the guard file's `backend_options`, else `margin.engine.settings`'s defaults.
     max_attempts: int | None = None
     call_timeout_s: float | None = None
     max_concurrency: int | None = None
     requests_per_second: float | None = None
     hedge_after_s: float | str | None = None
     max_outage_s: float | None = None  # an endpoint answering nothing this long stops the run
-    retry_wait_s: float = 0.5
-    engine: Engine = "ray"
+    retry_wait_s: float = settings.RETRY_WAIT.default
+    engine: Engine = settings.ENGINE.default
     ray_address: str | None = None
     shard: tuple[int, int] | None = None
     # Drivers searching at once (Ray actors against the same guard; `margin.runs.drivers`),
     # and the CPUs each reserves. They change how fast, never what: results are the same.
-    drivers: int = 1
-    driver_cpus: float = 1.0
+    drivers: int = settings.DRIVERS.default
+    driver_cpus: float = settings.DRIVER_CPUS.default
     cache: bool = True
     cache_path: Path | None = None  # default: verdicts.sqlite in margin's cache folder
-    max_missing: float = 0.01  # share of prompts that may end missing before the run fails
-    max_wait_s: float = 0.005
+    max_missing: float = settings.MAX_MISSING.default  # share of prompts that may end missing before the run fails
+    max_wait_s: float = settings.MAX_WAIT.default
     # --search adaptive only: guard calls per prompt, and a standard run whose flips seed it.
     max_calls: int | None = None
     incumbents: str | None = None

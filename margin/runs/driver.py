@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from margin.engine.book import Backoff, Book, Job, Origin, Outcome
+from margin.engine.settings import MAX_ATTEMPTS, RETRY_WAIT
 from margin.search.strategies import PromptSearch
 from margin.types import Candidate, GuardCall, SearchResult, Verdict
 from margin.util.hashing import sha256_text
@@ -88,8 +89,8 @@ class Driver:
         *,
         total: int | None = None,
         backlog: int = BACKLOG,
-        max_attempts: int = 3,
-        retry_wait_s: float = 0.5,
+        max_attempts: int = MAX_ATTEMPTS.default,
+        retry_wait_s: float = RETRY_WAIT.default,
         on_call: OnCall = lambda _: None,
         on_result: OnResult = lambda _: None,
         on_flush: OnFlush = lambda: None,

@@ -25,6 +25,7 @@ from margin.engine.actors import ActorPool
 from margin.engine.cluster import connect, disconnect
 from margin.errors import InputError
 from margin.runfolder import atomic_write_text, dumps
+from margin.runs.config import RunConfig
 from margin.runs.folder import check_run_dir, claim_out_dir, remove_unstarted
 from margin.runs.merge import join_receipts, join_results
 from margin.runs.outputs import RunOutcome, finish
@@ -53,6 +54,14 @@ def shard_run(prepared: PreparedRun, j: int, drivers: int) -> PreparedRun:
     return dataclasses.replace(prepared, config=config, prompts=select_shard(prepared.prompts, (j, drivers)))
 
 
+def shared_guard_pool(config: RunConfig, actors: list[Any], capacity: int) -> ActorPool:
+    """A driver's pool over the guard's actors: it restarts one whose batch runs past
+    `--call-timeout`, as a one-driver run's pool does."""
+    settings = config.call_settings()
+    return ActorPool.attach("guard", actors, capacity=capacity, call_timeout_s=settings.batch_timeout_s,
+                            max_wait_s=settings.max_wait_s)
+
+
 class DriverActor:
     """One of the N driver actors: a Ray actor (threaded, so progress can be asked while it
     searches) that runs one shard of the run to its results (`margin.runs.driver.Driver` is
@@ -66,11 +75,8 @@ class DriverActor:
             actors: list[Any] | None, capacity: int) -> dict[str, Any]:
         from margin.runfolder import write_results
 
-        c = prepared.config
-        pool = None
-        if actors is not None:  # the guard's actors, started and checked by the main process
-            pool = ActorPool.attach("guard", actors, capacity=capacity, call_timeout_s=c.call_timeout_s or 300.0,
-                                    max_wait_s=c.max_wait_s)
+        # The guard's actors, started and checked by the main process (None: an endpoint).
+        pool = shared_guard_pool(prepared.config, actors, capacity) if actors is not None else None
 
         def on_result(_: SearchResult) -> None:
             self.done += 1

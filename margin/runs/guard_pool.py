@@ -21,6 +21,7 @@ from margin.engine.actors import ActorPool
 from margin.engine.limits import EndpointLimits
 from margin.engine.local import LocalPool
 from margin.engine.pool import OnCall, Pool, _ignore
+from margin.engine.settings import MAX_WAIT
 from margin.engine.stream import StreamPool
 from margin.guards.base import Guard
 from margin.guards.make import build_guard
@@ -80,7 +81,7 @@ def local_pool(guard: Guard, batch_size: int, *, owns: bool = False, on_call: On
 
 
 def guard_pool(spec: GuardSpec, guard: Guard | None, *, engine: Engine, batch_size: int, limits: EndpointLimits,
-               call_timeout_s: float, max_wait_s: float = 0.005, on_call: OnCall = _ignore) -> Pool:
+               call_timeout_s: float, max_wait_s: float = MAX_WAIT.default, on_call: OnCall = _ignore) -> Pool:
     """The pool for a run's guard. `guard` is an instance a library user passed (used as it
     is, never closed by margin); else the guard is built from `spec`."""
     if guard is None and is_remote(spec):

@@ -11,6 +11,7 @@ from typing import Any
 
 from margin.cost import COST_NORMS, CostModel
 from margin.datasets import Dataset, load_dataset
+from margin.engine.settings import ENGINE
 from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.make import describe_guard
@@ -21,7 +22,6 @@ from margin.runfolder import (
 )
 from margin.runs.config import RunConfig
 from margin.runs.guard_pool import is_remote
-from margin.runs.session import ENGINES
 from margin.runs.shards import select_shard
 from margin.runs.subset import METHODS, limit_prompts, limit_record
 from margin.search.adaptive import DEFAULT_MAX_CALLS
@@ -138,7 +138,7 @@ def check_call_timeout(config: RunConfig, remote: bool) -> None:
     """`--call-timeout` bounds an endpoint's request, or a Ray actor's batch (the actor is
     restarted past it); a batch running in this process cannot be stopped, so refuse it
     there rather than ignore it."""
-    if config.call_timeout_s is not None and config.engine == "local" and not remote:
+    if config.call_settings().timeout_cannot_apply(in_process=not remote):
         raise InputError("a guard in this process (--engine local) cannot be stopped mid-batch; "
                          "use --engine ray, or leave --call-timeout out", field="--call-timeout")
 
@@ -158,8 +158,7 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
     if config.limit_method not in METHODS:
         raise InputError(f"unknown limit method {config.limit_method!r}; expected {' or '.join(METHODS)}",
                          field="limit_method")
-    if config.engine not in ENGINES:
-        raise InputError(f"unknown engine {config.engine!r}; expected ray or local", field="--engine")
+    ENGINE.check_choice(config.engine, "--engine")
     if config.drivers < 1:
         raise InputError("must be at least 1", field="--drivers")
     if config.drivers > 1 and config.engine != "ray":

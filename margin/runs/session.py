@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from margin.engine import settings as defaults
 from margin.engine.actors import ActorPool
 from margin.engine.cluster import connect, disconnect
 from margin.engine.limits import EndpointLimits
@@ -32,27 +33,40 @@ from margin.search.strategies import PromptSearch
 from margin.types import GuardCall, GuardInfo, SearchResult
 
 Engine = Literal["ray", "local"]
-ENGINES: tuple[Engine, ...] = ("ray", "local")
 OnBatch = Callable[[int, int, float], None]  # (texts, capacity, seconds) per guard call
 
 #: An in-process guard's batch past this many seconds is a hang (its actor is restarted).
-BATCH_TIMEOUT_S = 300.0
-DEFAULT_ATTEMPTS = 3
+BATCH_TIMEOUT_S: float = defaults.CALL_TIMEOUT.case("batch")
 
 
 @dataclass(frozen=True)
 class CallSettings:
-    engine: Engine = "ray"
+    """`margin.engine.settings` says what each means; None: the guard file's `backend_options`,
+    else the default there."""
+
+    engine: Engine = defaults.ENGINE.default
     ray_address: str | None = None
-    batch_size: int = 64
-    max_wait_s: float = 0.005  # an actor waits this long for a batch to fill
-    retry_wait_s: float = 0.5  # the first retry's backoff (doubling, jittered)
+    batch_size: int = defaults.BATCH_SIZE.default
+    max_wait_s: float = defaults.MAX_WAIT.default
+    retry_wait_s: float = defaults.RETRY_WAIT.default
     max_attempts: int | None = None
     call_timeout_s: float | None = None
     max_concurrency: int | None = None
     requests_per_second: float | None = None
     hedge_after_s: float | str | None = None
     max_outage_s: float | None = None
+
+    @property
+    def batch_timeout_s(self) -> float:
+        """How long an in-process guard's batch on a Ray actor may run before the actor is
+        restarted as hung."""
+        return self.call_timeout_s or BATCH_TIMEOUT_S
+
+    def timeout_cannot_apply(self, in_process: bool) -> bool:
+        """A call timeout asked of a model in this process (`--engine local`), whose batch
+        cannot be stopped: every command refuses it rather than ignore it. (On Ray actors a
+        batch past it restarts the actor; an endpoint's request is cancelled.)"""
+        return self.call_timeout_s is not None and self.engine == "local" and in_process
 
     def limits(self, options: dict[str, Any], base: EndpointLimits | None = None) -> EndpointLimits:
         """An endpoint's limits: these settings over its `backend_options` over `base` (the
@@ -118,7 +132,7 @@ class GuardSession:
         self.on_batch = on_batch
         self.remote = is_remote(spec) or (guard is not None and guard.remote)
         self.limits = settings.limits(dict(spec.backend_options))
-        self.attempts = self.limits.max_attempts if self.remote else (settings.max_attempts or DEFAULT_ATTEMPTS)
+        self.attempts = self.limits.max_attempts if self.remote else (settings.max_attempts or defaults.MAX_ATTEMPTS.default)
         self.figures = EngineFigures(engine=settings.engine)
         self.pool: Pool | None = pool
         self._driver: Driver | None = None
@@ -134,7 +148,7 @@ class GuardSession:
             return self
         batch_size = max(1, min(s.batch_size, self.spec.max_batch_size or s.batch_size))
         self.pool = guard_pool(self.spec, self.guard, engine=s.engine, batch_size=batch_size, limits=self.limits,
-                               call_timeout_s=s.call_timeout_s or BATCH_TIMEOUT_S, max_wait_s=s.max_wait_s,
+                               call_timeout_s=s.batch_timeout_s, max_wait_s=s.max_wait_s,
                                on_call=self._record_batch)
         try:
             if isinstance(self.pool, LocalPool):
@@ -229,8 +243,9 @@ class GuardSession:
             f.latencies = pool.latencies
 
 
-def drive(searches: Sequence[PromptSearch], guard: Guard, *, batch_size: int = 64, on_call: OnCall = lambda _: None,
-          max_attempts: int = DEFAULT_ATTEMPTS, **options: Any) -> list[SearchResult]:
+def drive(searches: Sequence[PromptSearch], guard: Guard, *, batch_size: int = defaults.BATCH_SIZE.default,
+          on_call: OnCall = lambda _: None, max_attempts: int = defaults.MAX_ATTEMPTS.default,
+          **options: Any) -> list[SearchResult]:
     """Run every search to completion against a guard instance in this process; results in
     the order of `searches`. (Runs use `margin.runs.execute`; this is the small form for tests
     and notebooks.)"""

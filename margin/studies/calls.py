@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from margin.engine.book import Backoff, Book, Job, Origin, Outcome, Store
+from margin.engine.settings import RETRY_WAIT
 from margin.studies.health import Health
 from margin.studies.models import Messages, Reply
 from margin.util.hashing import canonical_json, sha256_text
@@ -73,7 +74,7 @@ class CallCounts:
 
 
 class StudyCalls:
-    def __init__(self, *, max_attempts: dict[str, int], retry_wait_s: float = 0.5, store: Store | None = None,
+    def __init__(self, *, max_attempts: dict[str, int], retry_wait_s: float = RETRY_WAIT.default, store: Store | None = None,
                  replay: StudyReplay | None = None, on_record: OnRecord = lambda _: None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.on_record = on_record

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from margin.engine import settings
 from margin.errors import InputError
 from margin.studies.models import ModelSpec
 from margin.types import Label
@@ -120,19 +121,17 @@ class Generation(Strict):
 
 
 class Runtime(Strict):
-    # Per request, before it counts as missing, and one request's time limit; None: each
-    # endpoint's own backend_options, else 3 attempts and 120 s a guard request, 600 s a
-    # model's.
+    """The `runtime:` keys, each a setting of `margin.engine.settings` (its meaning and
+    default there). The limits apply to every endpoint of the study (models, judges, guards);
+    None: each endpoint's own `backend_options`, else the setting's default. `max_missing`
+    counts guard verdicts, responses and judge outputs."""
+
     max_attempts: int | None = Field(default=None, ge=1)
-    retry_wait_s: float = Field(default=0.5, ge=0)
+    retry_wait_s: float = Field(default=settings.RETRY_WAIT.default, ge=0)
     call_timeout_s: float | None = Field(default=None, gt=0)
-    # How long an endpoint (a model's, a judge's, a guard's) may answer nothing before the
-    # study stops, resumable; None: each endpoint's own backend_options, else 600 s.
     max_outage_s: float | None = Field(default=None, gt=0)
-    batch_size: int = Field(default=64, ge=1)  # texts per guard call
-    # Share of guard verdicts, responses and judge outputs that may end missing before the
-    # study fails (its outputs are still written; --resume retries the missing ones).
-    max_missing: float = Field(default=0.01, ge=0, le=1)
+    batch_size: int = Field(default=settings.BATCH_SIZE.default, ge=1)
+    max_missing: float = Field(default=settings.MAX_MISSING.default, ge=0, le=1)
 
 
 class StudyConfig(Strict):

@@ -16,12 +16,13 @@ from margin.engine.actors import ActorPool
 from margin.engine.limits import EndpointLimits
 from margin.engine.local import LocalPool
 from margin.engine.pool import OnCall, Pool, _ignore
+from margin.engine.settings import CALL_TIMEOUT
 from margin.engine.stream import StreamPool
 from margin.runs.session import CallSettings
 from margin.studies.models import ChatModel, ModelSpec
 
 #: Generations are long: a model's request may take this long before it counts as hung.
-MODEL_TIMEOUT_S = 600.0
+MODEL_TIMEOUT_S: float = CALL_TIMEOUT.case("model")
 
 
 @dataclass(frozen=True)

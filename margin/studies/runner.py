@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from margin.engine.cluster import connect, disconnect
+from margin.engine.settings import ENGINE
 from margin.errors import EndpointUnreachable, InputError
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
@@ -100,10 +101,22 @@ def call_settings(plan: StudyPlan, engine: Engine, ray_address: str | None) -> C
                         call_timeout_s=runtime.call_timeout_s, max_outage_s=runtime.max_outage_s)
 
 
-def needs_actors(plan: StudyPlan) -> bool:
-    """Whether any guard or model runs in process (Ray actors), not behind an endpoint."""
-    return (any(not is_remote(g.spec) for g in plan.guards)
-            or any(not m.spec.remote for m in [*plan.models, *(j.model for j in plan.judges)]))
+def in_process(plan: StudyPlan) -> list[str]:
+    """The guards and models that run in process (Ray actors, or this process with `--engine
+    local`), not behind an endpoint."""
+    guards = [f"guard {g.id}" for g in plan.guards if not is_remote(g.spec)]
+    models = [f"model {m.id}" for m in [*plan.models, *(j.model for j in plan.judges)] if not m.spec.remote]
+    return guards + models
+
+
+def check_call_timeout(plan: StudyPlan, settings: CallSettings) -> None:
+    """`runtime.call_timeout_s` is honoured by endpoints and Ray actors; with `--engine local`
+    a batch in this process cannot be stopped, so a study that has one is refused (exit 2,
+    naming the key) rather than run without the limit."""
+    local = in_process(plan)
+    if settings.timeout_cannot_apply(in_process=bool(local)):
+        raise plan.source.error(f"{local[0]} runs in this process (--engine local), where a batch cannot be "
+                                "stopped: use --engine ray, or leave call_timeout_s out", ("runtime", "call_timeout_s"))
 
 
 def guard_folder(out_dir: Path, index: int, guard_id: str) -> Path:
@@ -111,16 +124,17 @@ def guard_folder(out_dir: Path, index: int, guard_id: str) -> Path:
     return out_dir / "guards" / f"{index:02d}-{safe}"
 
 
-def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: Engine = "ray",
+def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: Engine = ENGINE.default,
               ray_address: str | None = None, cache: bool = True, on_stage: Callable[[str], None] = lambda _: None,
               on_batch: OnBatch = lambda *_: None) -> StudyOutcome:
     check_out_dir(plan, out_dir, resume)
     settings = call_settings(plan, engine, ray_address)
+    check_call_timeout(plan, settings)
     started_ray = False
     verdicts: dict[str, Verdicts] = {}
     guard_stats: dict[str, GuardStats] = {}
     try:
-        if engine == "ray" and needs_actors(plan):
+        if engine == "ray" and in_process(plan):
             started_ray = connect(ray_address)
         if not resume:
             out_dir.mkdir(parents=True, exist_ok=True)
