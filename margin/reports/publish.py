@@ -44,8 +44,8 @@ def _prompt_set(run: RunDir) -> str:
 
 
 def _named(run: RunDir, key: str) -> str:
-    block = run.manifest.get(key) or {}
-    return f"{block.get('name')} (sha256 {str(block.get('sha256'))[:12]})"
+    named = run.record.value(key)
+    return f"{named.name} (sha256 {named.sha256[:12]})"
 
 
 def _defence(run: RunDir) -> str:
@@ -60,7 +60,7 @@ COMPARABLE: tuple[tuple[str, Callable[[RunDir], str]], ...] = (
     ("dataset", lambda run: _named(run, "dataset")),
     ("suite", lambda run: _named(run, "suite")),
     ("budget", lambda run: f"{run.budget:g}"),
-    ("cost norm", lambda run: str(run.manifest.get("cost_norm"))),
+    ("cost norm", lambda run: run.record.cost_norm),
     ("prompt set", _prompt_set),
     # A defence changes what is measured: guards behind different pre-processing are not ranked together.
     ("defence (--normalize)", _defence),
@@ -138,18 +138,18 @@ def run_provenance(run: RunDir) -> dict[str, Any]:
 def build_leaderboard(runs: Sequence[RunDir], date: dt.date, spec: BootstrapSpec | None = None,
                       min_coverage: float = 1.0) -> dict[str, Any]:
     entries = [snapshot_entry(run.guard, run.results, run.budget,
-                              {"search": run.search, "seed": run.manifest.get("seed"), **run_provenance(run)},
+                              {"search": run.search, "seed": run.record.seed, **run_provenance(run)},
                               spec, reason=run_coverage(run)["reason"])
                for run in runs]
-    m = runs[0].manifest
+    first = runs[0].record
     provenance = {
-        "dataset": {"name": m["dataset"].get("name"), "sha256": m["dataset"].get("sha256")},
-        "suite": {"name": m["suite"].get("name"), "sha256": m["suite"].get("sha256")},
+        "dataset": {"name": first.dataset.name, "sha256": first.dataset.sha256},
+        "suite": {"name": first.suite.name, "sha256": first.suite.sha256},
         "budget": runs[0].budget,
-        "cost_norm": m.get("cost_norm"),
-        "corpus_mean_length": m.get("corpus_mean_length"),
+        "cost_norm": first.cost_norm,
+        "corpus_mean_length": first.corpus_mean_length,
         "prompts": len(runs[0].results),
-        "seeds": sorted({run.manifest.get("seed") for run in runs}, key=str),
+        "seeds": sorted({run.record.seed for run in runs}, key=str),
     }
     return build_snapshot(entries, provenance, date, spec=spec, min_coverage=min_coverage)
 
