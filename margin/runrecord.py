@@ -79,6 +79,8 @@ class RunRecord:
         guard = dataclasses.replace(self.guard, params=tuple((str(k), str(v)) for k, v in self.guard.params),
                                     caveats=tuple(str(c) for c in self.guard.caveats))
         object.__setattr__(self, "guard", guard)
+        if self.shard is not None:
+            object.__setattr__(self, "shard", (self.shard[0], self.shard[1]))  # a list given by a library user
 
     def value(self, name: str) -> Any:
         """A field by its run.json name (`dataset.sha256`), or `guard.verdicts`."""

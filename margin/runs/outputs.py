@@ -10,7 +10,7 @@ from typing import Any
 
 from margin.reports.completeness import missing_reason
 from margin.reports.plots import CurveSeries, curves_figure, save
-from margin.reports.protocols import ADAPTIVE_PROTOCOL, mark_protocol, protocol_of
+from margin.reports.protocols import ADAPTIVE_PROTOCOL, protocol_for, protocol_of
 from margin.reports.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
 from margin.runfolder import atomic_write_text, dumps, read_jsonl, write_results
 from margin.runrecord import RunRecord
@@ -47,6 +47,7 @@ def provenance(record: RunRecord, prompts: int) -> dict[str, Any]:
         "search": record.search,
         "prompts": prompts,
         **({"shard": list(record.shard)} if record.shard else {}),
+        "protocol": protocol_for(record.search),
     }
 
 
@@ -67,8 +68,8 @@ def snapshot_for(record: RunRecord, results: list[SearchResult],
     evaluation = {"search": record.search, "seed": record.seed,
                   "normalize": dict(guard.params).get("normalize", "none")}
     entry = snapshot_entry(guard, results, float(record.budget), evaluation, reason=reason)
-    snapshot = build_snapshot([entry], provenance(record, len(results)))
-    return mark_protocol(snapshot, record.search), entry
+    snapshot = build_snapshot([entry], provenance(record, len(results)), protocol=protocol_for(record.search))
+    return snapshot, entry
 
 
 def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:

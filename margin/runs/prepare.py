@@ -87,7 +87,7 @@ class PreparedRun:
             suite=Named(self.suite.name, self.suite.source, self.suite.sha256),
             guard=self.info, budget=c.budget, cost_norm=c.cost_norm,
             corpus_mean_length=self.cost_model.corpus_mean_length, search=c.search, seed=c.seed,
-            limit=c.limit, limit_sample=self.limit_sample, shard=tuple(c.shard) if c.shard else None, protocol=self.strategy.protocol,
+            limit=c.limit, limit_sample=self.limit_sample, shard=c.shard or None, protocol=self.strategy.protocol,
             max_calls=(c.max_calls or DEFAULT_MAX_CALLS) if adaptive else None,
             incumbents=c.incumbents if adaptive else None)
 
