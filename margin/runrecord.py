@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from margin.datasets import XSTEST_URL
 from margin.errors import InputError
@@ -33,6 +33,9 @@ SAME_VERDICTS = ("dataset.sha256", "suite.sha256", "budget", "cost_norm", "seed"
 #: What an incumbent run must share with the adaptive run it seeds (its costs are in the same units).
 SAME_UNITS = ("dataset.sha256", "guard.id", "cost_norm", "corpus_mean_length")
 SUITES_FOLDER = "margin/transforms/suites/"
+#: How `--limit` chose its prompts (`margin.runs.subset`): a seeded stratified sample, or the
+#: first N (runs made before the sample).
+LimitMethod = Literal["stratified", "first"]
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ class RunRecord:
                          for name in names)
 
     @property
-    def limit_method(self) -> str:
+    def limit_method(self) -> LimitMethod:
         """How the run chose its prompts: a run with a limit and no sample recorded took the first N."""
         return "first" if self.limit and self.limit_sample is None else "stratified"
 

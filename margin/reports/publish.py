@@ -55,24 +55,29 @@ def _defence(run: RunDir) -> str:
     return params.get("normalize", "none") + (f" ({version})" if version else "")
 
 
-#: What must match for margins to be ranked together: (name, how to read it from a run).
-COMPARABLE: tuple[tuple[str, Callable[[RunDir], str]], ...] = (
-    ("dataset", lambda run: _named(run, "dataset")),
-    ("suite", lambda run: _named(run, "suite")),
-    ("budget", lambda run: f"{run.budget:g}"),
-    ("cost norm", lambda run: run.record.cost_norm),
-    ("prompt set", _prompt_set),
+#: What must match for margins to be ranked together: (name, the run record's fields that
+#: decide it, or None for what the record does not hold, and how to show a run's value).
+COMPARABLE: tuple[tuple[str, tuple[str, ...] | None, Callable[[RunDir], str]], ...] = (
+    ("dataset", ("dataset.name", "dataset.sha256"), lambda run: _named(run, "dataset")),
+    ("suite", ("suite.name", "suite.sha256"), lambda run: _named(run, "suite")),
+    ("budget", ("budget",), lambda run: f"{run.budget:g}"),
+    ("cost norm", ("cost_norm",), lambda run: run.record.cost_norm),
+    ("prompt set", None, _prompt_set),
     # A defence changes what is measured: guards behind different pre-processing are not ranked together.
-    ("defence (--normalize)", _defence),
+    ("defence (--normalize)", None, _defence),
 )
 
 
 def differences(runs: Sequence[RunDir]) -> list[str]:
     """One line per property on which the runs disagree, naming each run's value."""
     out = []
-    for name, read in COMPARABLE:
-        values = {str(run.path): read(run) for run in runs}
-        if len(set(values.values())) > 1:
+    for name, fields, show in COMPARABLE:
+        values = {str(run.path): show(run) for run in runs}
+        if fields is not None:
+            differ = any(runs[0].record.differences(run.record, fields) for run in runs[1:])
+        else:
+            differ = len(set(values.values())) > 1
+        if differ:
             out.append(f"{name} differs: " + "; ".join(f"{path}: {value}" for path, value in values.items()))
     return out
 

@@ -64,7 +64,7 @@ def merge_runs(dirs: list[Path], out_dir: Path, dataset: str | None = None) -> M
     if loaded.sha256 != base.dataset.sha256:
         raise InputError(f"the dataset's SHA-256 is {loaded.sha256}, the runs used {base.dataset.sha256}",
                          path=loaded.source, field="--dataset")
-    prompts = limit_prompts(loaded.prompts, base.limit, base.seed, base.limit_method)  # type: ignore[arg-type]
+    prompts = limit_prompts(loaded.prompts, base.limit, base.seed, base.limit_method)
     results, absent, replaced = join_results(dirs, prompts)
     claim_out_dir(out_dir)
     write_run_record(out_dir, base)
@@ -79,7 +79,7 @@ def check_same_part(first_dir: Path, first: RunRecord, run_dir: Path, record: Ru
     if changed:
         flags = ", ".join(sorted({DECIDING[name] for name in changed}))
         details = first.describe(record, changed, f"{first_dir} has", "this folder has")
-        raise InputError(f"cannot merge: {flags} differ from the first folder's ({details})",
+        raise InputError(f"cannot merge: this folder's run differs from {first_dir}'s in {flags} ({details})",
                          path=run_dir / "run.json")
 
 

@@ -113,6 +113,8 @@ def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str) -
     if search not in STRATEGIES:
         search = "cheapest"  # a name no strategy here has: replay the suite, cheapest first
     limit = record.limit if record else None
+    # the run's way of choosing its prompts, unless another --limit asks for a new sample
+    method = (record.limit_method if record else "stratified") if options.limit in (None, limit) else "stratified"
     return RunConfig(
         guard=guard_id,
         dataset=dataset,
@@ -121,8 +123,7 @@ def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str) -
         search=search,
         seed=options.seed if options.seed is not None else (record.seed if record else 0),
         limit=options.limit if options.limit is not None else limit,
-        limit_method=(record.limit_method if record else "stratified")  # type: ignore[arg-type]  # prepare checks it
-        if options.limit in (None, limit) else "stratified",
+        limit_method=method,
         cost_norm=options.cost_norm or (record.cost_norm if record else "corpus"),  # type: ignore[arg-type]
     )
 

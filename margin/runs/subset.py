@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Literal
 
-from margin.runrecord import LimitSample
+from margin.runrecord import LimitMethod, LimitSample
 from margin.types import Prompt
 
-LimitMethod = Literal["stratified", "first"]
 METHODS: tuple[str, ...] = ("stratified", "first")
 
 

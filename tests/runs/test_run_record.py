@@ -98,3 +98,18 @@ def test_what_is_not_a_run_json_object_is_refused(tmp_path):
     (tmp_path / "run.json").write_text('{"budget": ')
     with pytest.raises(InputError, match="invalid JSON"):
         read_run_record(tmp_path)
+
+
+def test_merge_and_score_ask_the_record_and_name_the_field_that_differs(tmp_path):
+    from margin.runs.merge import merge_runs
+    from margin.runs.score import rescore
+
+    written(tmp_path / "a", EARLIER)
+    written(tmp_path / "b", {**EARLIER, "budget": 50.0, "shard": [2, 2]})
+    with pytest.raises(InputError) as info:
+        merge_runs([tmp_path / "a", tmp_path / "b"], tmp_path / "merged")
+    assert info.value.path == str(tmp_path / "b" / "run.json") and "--budget" in info.value.message
+    assert "budget: " in info.value.message and "shard" not in info.value.message  # parts differ in shard
+    assert "\n" not in str(info.value) and not (tmp_path / "merged").exists()
+    with pytest.raises(InputError, match=r"^.*b/run.json: budget differs from .*a/run.json \(50.0 vs 100.0\)"):
+        rescore([tmp_path / "a", tmp_path / "b"])
