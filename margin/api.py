@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from margin.engine.settings import ENGINE
 from margin.errors import InputError
+from margin.types import HEADLINE_FIGURES
 
 if TYPE_CHECKING:
     import polars as pl
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from margin.studies.runner import StudyOutcome
     from margin.types import GuardInfo
 
-FIGURES = ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy")
+FIGURES = HEADLINE_FIGURES
 
 
 def run(guard: str | GuardSpec | Guard, *, out: str | Path | None = None, resume: bool = False,

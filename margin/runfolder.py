@@ -8,7 +8,6 @@ Each problem reading a folder is one InputError naming the file (and line), so `
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
 import os
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from margin.errors import InputError
+from margin.runrecord import RunRecord, record_from_json
 from margin.types import Flip, GuardCall, GuardInfo, SearchResult
 from margin.util.hashing import sha256_text
 
@@ -61,27 +61,6 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=False)
-
-
-def info_record(info: GuardInfo) -> dict[str, Any]:
-    """A guard's identity as run.json keeps it (params as [key, value] pairs, in order)."""
-    record = dataclasses.asdict(info)
-    record["params"] = [list(pair) for pair in info.params]
-    record["caveats"] = list(info.caveats)
-    if not info.scope:
-        del record["scope"]  # a guard with no declared scope keeps the record it always had
-    return record
-
-
-def info_from_record(record: dict[str, Any]) -> GuardInfo:
-    """The inverse of `info_record`; also reads params written as an object."""
-    params = record.get("params") or []
-    pairs = params.items() if isinstance(params, dict) else params
-    known = {f.name for f in dataclasses.fields(GuardInfo)}
-    required = {"family": "", "checkpoint": "", "revision": "", "backend": ""}
-    return GuardInfo(**{**required, **{k: v for k, v in record.items() if k in known},
-                        "params": tuple((str(k), str(v)) for k, v in pairs),
-                        "caveats": tuple(str(c) for c in record.get("caveats", ()))})
 
 
 def call_record(run_id: str, guard_id: str, call: GuardCall) -> dict[str, Any]:
@@ -246,7 +225,7 @@ def write_results(path: Path, results: Iterable[SearchResult]) -> None:
 @dataclass(frozen=True)
 class RunDir:
     path: Path
-    manifest: dict[str, Any]
+    record: RunRecord
     results: list[SearchResult]
 
     @property
@@ -257,16 +236,21 @@ class RunDir:
         return read_records(self.receipts_path)
 
     @property
+    def manifest(self) -> dict[str, Any]:
+        """run.json's object (what exports and the API hand on as it is)."""
+        return self.record.to_json()
+
+    @property
     def guard(self) -> GuardInfo:
-        return guard_info(self.manifest, self.path / "run.json")
+        return self.record.guard
 
     @property
     def budget(self) -> float:
-        return float(self.manifest["budget"])
+        return float(self.record.budget)
 
     @property
     def search(self) -> str:
-        return str(self.manifest.get("search", ""))
+        return self.record.search
 
 
 def read_json(path: Path) -> Any:
@@ -279,16 +263,16 @@ def read_json(path: Path) -> Any:
         raise InputError(f"invalid JSON ({exc.msg})", path=path, line=exc.lineno) from None
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
+def read_run_record(folder: Path) -> RunRecord:
+    """The record a run folder's run.json holds: the one reader of run.json."""
+    path = folder / "run.json"
     if not path.is_file():
-        raise InputError("not a run folder (no run.json)", path=path.parent)
-    manifest = read_json(path)
-    if not isinstance(manifest, dict):
-        raise InputError("expected a JSON object", path=path)
-    for key in ("dataset", "suite", "guard", "budget", "cost_norm"):
-        if key not in manifest:
-            raise InputError("missing field", path=path, field=key)
-    return manifest
+        raise InputError("not a run folder (no run.json)", path=folder)
+    return record_from_json(read_json(path), path)
+
+
+def write_run_record(folder: Path, record: RunRecord) -> None:
+    atomic_write_text(folder / "run.json", dumps(record.to_json()) + "\n")
 
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
@@ -313,15 +297,8 @@ def read_results(path: Path) -> list[SearchResult]:
 
 
 def load_run(path: Path) -> RunDir:
-    """A run folder with its manifest and results (receipts are read on demand)."""
+    """A run folder with its record and results (receipts are read on demand)."""
     if not path.is_dir():
         raise InputError("no such run folder", path=path)
-    return RunDir(path, read_manifest(path / "run.json"), read_results(path / "results.jsonl"))
+    return RunDir(path, read_run_record(path), read_results(path / "results.jsonl"))
 
-
-def guard_info(manifest: dict[str, Any], where: Path | str = "run.json") -> GuardInfo:
-    """The guard identity a run recorded (template and caveats where the run kept them)."""
-    g = manifest.get("guard")
-    if not isinstance(g, dict) or "id" not in g:
-        raise InputError("missing guard identity", path=where, field="guard.id")
-    return info_from_record(g)

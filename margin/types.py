@@ -126,6 +126,11 @@ class Curve:
     ra: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
 
+#: A MarginReport's headline figures by their snapshot names, in the order snapshots, tables,
+#: exports and the site show them (`reports.snapshot_schema.Headline` declares them so).
+HEADLINE_FIGURES = ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy")
+
+
 @dataclass(frozen=True, slots=True)
 class MarginReport:
     """Every headline figure of one run, in docs/design.md's units."""

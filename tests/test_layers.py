@@ -16,7 +16,7 @@ from tests.support.paths import REPO
 PACKAGE = REPO / "margin"
 LAYERS = [
     {"margin.types", "margin.errors", "margin.util"},
-    {"margin.engine", "margin.datasets", "margin.cost", "margin.runfolder"},
+    {"margin.engine", "margin.datasets", "margin.cost", "margin.runfolder", "margin.runrecord"},
     {"margin.transforms", "margin.backends", "margin.reports"},
     {"margin.guards", "margin.judges", "margin.site"},
     {"margin.search"},

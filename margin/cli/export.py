@@ -4,28 +4,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from margin.cli.app import app, console
 from margin.cli.common import families
 from margin.errors import InputError
+from margin.runrecord import RunRecord
 
 FORMATS = ("inspect", "garak", "jbb", "sarif", "junit")
 
 
-def prompt_texts(manifest: dict[str, Any], dataset: Path | None) -> dict[str, str]:
+def prompt_texts(record: RunRecord, dataset: Path | None) -> dict[str, str]:
     """The run's prompts by id, from its dataset (checked against the SHA-256 the run recorded)."""
     from margin.datasets import load_dataset
 
-    recorded = manifest["dataset"]
-    name, source = str(recorded.get("name")), str(recorded.get("source"))
-    spec = str(dataset) if dataset is not None else name if name in ("sample", "xstest") else source
-    loaded = load_dataset(spec)
-    if loaded.sha256 != recorded.get("sha256"):
+    loaded = load_dataset(str(dataset) if dataset is not None else record.dataset_spec)
+    if loaded.sha256 != record.dataset.sha256:
         raise InputError(f"not the run's dataset (SHA-256 {loaded.sha256[:12]}, the run recorded "
-                         f"{str(recorded.get('sha256'))[:12]}): pass the run's own file", field="--dataset")
+                         f"{record.dataset.sha256[:12]}): pass the run's own file", field="--dataset")
     return {p.id: p.text for p in loaded.prompts}
 
 
@@ -62,12 +60,12 @@ def export(
         raise InputError("inspect_ai reads a log by its extension: name the file *.json", field="--out")
     run = load_run(run_dir)
     created = snapshot_time(run_dir)
-    texts = prompt_texts(run.manifest, dataset)
+    texts = prompt_texts(run.record, dataset)
     observations = from_receipts(run.receipts(), run.results) if run.receipts_path.is_file() else []
     exhaustive = observes_all(run.search) and bool(observations) and all(o.complete for o in observations)
     fams = families()
     outcomes, method = family_outcomes(run.results, observations, fams, exhaustive=exhaustive)
-    entry = snapshot_entry(run.guard, run.results, run.budget, {"search": run.search, "seed": run.manifest.get("seed")})
+    entry = snapshot_entry(run.guard, run.results, run.budget, {"search": run.search, "seed": run.record.seed})
     bundle = ExportRun(run, str(run_dir), record(entry, 1), texts, fams, outcomes, method, created)
     render = {"inspect": inspect_log.render, "garak": garak.render, "jbb": jbb.render, "sarif": sarif.render,
               "junit": junit.render}[fmt]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from margin.reports.proportions import Bounds, mean_of_two, wilson, wilson_bands
-from margin.types import LABELS, SearchResult
+from margin.types import HEADLINE_FIGURES, LABELS, SearchResult
 
 REPLICATES = 500
 #: How the shares get their intervals (the bootstrap's collapse at 0% and 100%: proportions.py).
@@ -26,9 +26,8 @@ PROPORTIONS_METHOD = ("clean accuracy per class and robust-accuracy bands: Wilso
 SEED = 0
 LEVEL = 0.95
 
-#: The figures that get an interval, in the order tables show them.
-FIGURES = ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy",
-           "clean_unsafe_accuracy", "clean_safe_accuracy")
+#: The figures that get an interval: the headline and the clean accuracy of each class.
+FIGURES = (*HEADLINE_FIGURES, "clean_unsafe_accuracy", "clean_safe_accuracy")
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,8 +133,7 @@ def integral_from_runs(runs: Sequence[RunDir], groups: dict[str, str] | None = N
     """One run per (guard, dataset); a dataset not named in `groups` is a group of its own."""
     groups = groups or {}
     if at_budget > 0:
-        protocols = {(str(r.manifest["suite"].get("sha256")), r.budget, str(r.manifest.get("cost_norm")))
-                     for r in runs}
+        protocols = {(r.record.suite.sha256, r.budget, r.record.cost_norm) for r in runs}
         if len(protocols) > 1:
             raise InputError("above budget 0 the runs must share suite, budget and cost norm", field="--at-budget")
         if at_budget > runs[0].budget:
@@ -142,7 +141,7 @@ def integral_from_runs(runs: Sequence[RunDir], groups: dict[str, str] | None = N
     rows: dict[str, list[DatasetErrors]] = {}
     seen: dict[tuple[str, str], Path] = {}
     for run in runs:
-        gid, ds = run.guard.id, str(run.manifest["dataset"].get("name"))
+        gid, ds = run.guard.id, run.record.dataset.name
         if (gid, ds) in seen:
             raise InputError(f"guard {gid!r} on dataset {ds!r} appears twice ({seen[(gid, ds)]})", path=run.path)
         seen[(gid, ds)] = run.path

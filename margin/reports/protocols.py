@@ -5,8 +5,9 @@ test, so margins rank. An adaptive margin comes from a search steered by the gua
 answers: each flip cost is an upper bound on that prompt's true flip cost, tighter for some
 guards than others, so it is never merged or ranked with standard-suite margins. Runs say
 which they are in `run.json` (`protocol`, `search`) and snapshots in `meta.protocol`,
-`meta.provenance.search` and each record's `evaluation`; `require_one_protocol` is the check
-a publish or merge step runs before it puts results side by side.
+`meta.provenance.search` and each record's `evaluation` (`snapshot.build_snapshot` writes
+them from the search); `require_one_protocol` is the check a publish or merge step runs
+before it puts results side by side.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from margin.errors import InputError
-from margin.reports.snapshot import PROTOCOL as STANDARD_PROTOCOL
 
+STANDARD_PROTOCOL = "margin-flip-cost/1"
 ADAPTIVE_PROTOCOL = "margin-adaptive-flip-cost/1"
 ADAPTIVE_SEARCHES = frozenset({"adaptive", "bon"})  # bon: Best-of-N samples, stopped at a flip
 #: searches that ask about every candidate of the suite, as per-transform analyses need
@@ -72,17 +73,3 @@ def require_one_protocol(documents: Iterable[Mapping[str, Any]], names: Iterable
         raise InputError("nothing to compare", field="protocol")
     return first
 
-
-def mark_protocol(snapshot: dict[str, Any], search: str) -> dict[str, Any]:
-    """Label a snapshot with its search's protocol; adaptive ones also carry the caveat in
-    the methodology and in every record's evaluation (`upper_bound: true`)."""
-    protocol = protocol_for(search)
-    snapshot["meta"]["protocol"] = protocol
-    snapshot["meta"]["provenance"]["protocol"] = protocol
-    if protocol == ADAPTIVE_PROTOCOL:
-        snapshot["meta"]["methodology"] += ADAPTIVE_METHODOLOGY
-        for record in snapshot["data"]:
-            evaluation = record["evaluation"]
-            evaluation["upper_bound"] = True
-            evaluation["caveats"] = [*evaluation.get("caveats", []), ADAPTIVE_CAVEAT]
-    return snapshot

@@ -44,8 +44,8 @@ def _prompt_set(run: RunDir) -> str:
 
 
 def _named(run: RunDir, key: str) -> str:
-    block = run.manifest.get(key) or {}
-    return f"{block.get('name')} (sha256 {str(block.get('sha256'))[:12]})"
+    named = run.record.value(key)
+    return f"{named.name} (sha256 {named.sha256[:12]})"
 
 
 def _defence(run: RunDir) -> str:
@@ -55,24 +55,29 @@ def _defence(run: RunDir) -> str:
     return params.get("normalize", "none") + (f" ({version})" if version else "")
 
 
-#: What must match for margins to be ranked together: (name, how to read it from a run).
-COMPARABLE: tuple[tuple[str, Callable[[RunDir], str]], ...] = (
-    ("dataset", lambda run: _named(run, "dataset")),
-    ("suite", lambda run: _named(run, "suite")),
-    ("budget", lambda run: f"{run.budget:g}"),
-    ("cost norm", lambda run: str(run.manifest.get("cost_norm"))),
-    ("prompt set", _prompt_set),
+#: What must match for margins to be ranked together: (name, the run record's fields that
+#: decide it, or None for what the record does not hold, and how to show a run's value).
+COMPARABLE: tuple[tuple[str, tuple[str, ...] | None, Callable[[RunDir], str]], ...] = (
+    ("dataset", ("dataset.name", "dataset.sha256"), lambda run: _named(run, "dataset")),
+    ("suite", ("suite.name", "suite.sha256"), lambda run: _named(run, "suite")),
+    ("budget", ("budget",), lambda run: f"{run.budget:g}"),
+    ("cost norm", ("cost_norm",), lambda run: run.record.cost_norm),
+    ("prompt set", None, _prompt_set),
     # A defence changes what is measured: guards behind different pre-processing are not ranked together.
-    ("defence (--normalize)", _defence),
+    ("defence (--normalize)", None, _defence),
 )
 
 
 def differences(runs: Sequence[RunDir]) -> list[str]:
     """One line per property on which the runs disagree, naming each run's value."""
     out = []
-    for name, read in COMPARABLE:
-        values = {str(run.path): read(run) for run in runs}
-        if len(set(values.values())) > 1:
+    for name, fields, show in COMPARABLE:
+        values = {str(run.path): show(run) for run in runs}
+        if fields is not None:
+            differ = any(runs[0].record.differences(run.record, fields) for run in runs[1:])
+        else:
+            differ = len(set(values.values())) > 1
+        if differ:
             out.append(f"{name} differs: " + "; ".join(f"{path}: {value}" for path, value in values.items()))
     return out
 
@@ -138,18 +143,18 @@ def run_provenance(run: RunDir) -> dict[str, Any]:
 def build_leaderboard(runs: Sequence[RunDir], date: dt.date, spec: BootstrapSpec | None = None,
                       min_coverage: float = 1.0) -> dict[str, Any]:
     entries = [snapshot_entry(run.guard, run.results, run.budget,
-                              {"search": run.search, "seed": run.manifest.get("seed"), **run_provenance(run)},
+                              {"search": run.search, "seed": run.record.seed, **run_provenance(run)},
                               spec, reason=run_coverage(run)["reason"])
                for run in runs]
-    m = runs[0].manifest
+    first = runs[0].record
     provenance = {
-        "dataset": {"name": m["dataset"].get("name"), "sha256": m["dataset"].get("sha256")},
-        "suite": {"name": m["suite"].get("name"), "sha256": m["suite"].get("sha256")},
+        "dataset": {"name": first.dataset.name, "sha256": first.dataset.sha256},
+        "suite": {"name": first.suite.name, "sha256": first.suite.sha256},
         "budget": runs[0].budget,
-        "cost_norm": m.get("cost_norm"),
-        "corpus_mean_length": m.get("corpus_mean_length"),
+        "cost_norm": first.cost_norm,
+        "corpus_mean_length": first.corpus_mean_length,
         "prompts": len(runs[0].results),
-        "seeds": sorted({run.manifest.get("seed") for run in runs}, key=str),
+        "seeds": sorted({run.record.seed for run in runs}, key=str),
     }
     return build_snapshot(entries, provenance, date, spec=spec, min_coverage=min_coverage)
 

@@ -59,7 +59,7 @@ def _terms(protocol: str, provenance: dict[str, Any], prompts: int | None) -> di
 def run_side(path: Path, spec: BootstrapSpec | None = None) -> Side:
     run = load_run(path)
     entry = snapshot_entry(run.guard, run.results, run.budget,
-                           {"search": run.search, "seed": run.manifest.get("seed")}, spec)
+                           {"search": run.search, "seed": run.record.seed}, spec)
     terms = _terms(protocol_of(run.manifest), run.manifest, len(run.results))
     return Side(str(path), record(entry, 1), terms, list(run.results), run)
 

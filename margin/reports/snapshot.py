@@ -1,4 +1,5 @@
-"""Snapshots: JSON in the shape the public Margin API uses (`meta` and ranked `data`)."""
+"""Snapshots: JSON in the shape the public Margin API uses (`meta` and ranked `data`), built
+through the one snapshot model (`snapshot_schema`) with its protocol decided as it is built."""
 
 from __future__ import annotations
 
@@ -10,10 +11,26 @@ from typing import Any
 from margin.reports.bootstrap import FIGURES, BootstrapSpec, Interval
 from margin.reports.completeness import coverage_record, meets
 from margin.reports.headline import Figures, compute_figures, compute_slices
-from margin.types import GuardInfo, MarginReport, SearchResult
+from margin.reports.protocols import (
+    ADAPTIVE_CAVEAT,
+    ADAPTIVE_METHODOLOGY,
+    ADAPTIVE_PROTOCOL,
+    STANDARD_PROTOCOL,
+)
+from margin.reports.snapshot_schema import (
+    Band,
+    Coverage,
+    Curves,
+    Evaluation,
+    FigureSet,
+    Meta,
+    Provenance,
+    Record,
+    Snapshot,
+)
+from margin.types import HEADLINE_FIGURES, GuardInfo, MarginReport, SearchResult
 from margin.util.provenance import git_commit, margin_version
 
-PROTOCOL = "margin-flip-cost/1"
 METHODOLOGY = (
     "For each prompt, the cheapest tested transformation whose guard verdict disagrees with the "
     "prompt's label (an unparseable output counts as disagreeing). A wrong original verdict costs 0; "
@@ -82,45 +99,53 @@ def interval_record(interval: Interval | None) -> list[float] | None:
     return None if interval is None else interval.as_list()
 
 
-def curve_record(figures: Figures, bands: bool) -> dict[str, Any]:
+def curves_of(figures: Figures, bands: bool) -> Curves:
     curve = figures.report.curve
-    out: dict[str, Any] = {"budgets": list(curve.budgets), **{k: list(v) for k, v in curve.ra.items()}}
+    fields: dict[str, Any] = {"budgets": list(curve.budgets), **{k: list(v) for k, v in curve.ra.items()}}
     if bands and figures.intervals.bands:
-        out["bands"] = {label: {"low": list(low), "high": list(high)}
-                        for label, (low, high) in figures.intervals.bands.items()}
-    return out
+        fields["bands"] = {label: Band(low=list(low), high=list(high))
+                           for label, (low, high) in figures.intervals.bands.items()}
+    return Curves(**fields)
+
+
+def headline(figures: Figures) -> dict[str, Any]:
+    """The headline figures, their intervals and clean accuracy per class."""
+    return {**{name: figures.point(name) for name in HEADLINE_FIGURES},
+            "confidence_intervals": {name: interval_record(figures.intervals.figures.get(name)) for name in FIGURES},
+            "clean_accuracy": dict(figures.accuracy)}
+
+
+def figure_set(figures: Figures, *, bands: bool = True) -> FigureSet:
+    """Headline figures, their intervals, clean accuracy per class, coverage and curves."""
+    report = figures.report
+    return FigureSet(**headline(figures), coverage=Coverage(scored=report.n, missing=report.missing),
+                     curves=curves_of(figures, bands))
 
 
 def figures_record(figures: Figures, *, bands: bool = True) -> dict[str, Any]:
-    """Headline figures, their intervals, clean accuracy per class, coverage and curves."""
-    report = figures.report
-    return {
-        "balanced_margin": report.balanced_margin,
-        "unsafe_margin": report.unsafe_margin,
-        "safe_margin": report.safe_margin,
-        "clean_balanced_accuracy": report.clean_balanced_accuracy,
-        "confidence_intervals": {name: interval_record(figures.intervals.figures.get(name)) for name in FIGURES},
-        "clean_accuracy": dict(figures.accuracy),
-        "coverage": {"scored": report.n, "missing": report.missing},
-        "curves": curve_record(figures, bands),
-    }
+    return figure_set(figures, bands=bands).document()
+
+
+def record_model(entry: SnapshotEntry, rank: int | None, protocol: str = STANDARD_PROTOCOL) -> Record:
+    """One guard's snapshot record; `rank` None for a guard that is not ranked (incomplete).
+    An adaptive record says its costs are upper bounds (a caveat and `upper_bound`)."""
+    report = entry.figures.report
+    evaluation = {**guard_evaluation(entry.guard), **entry.evaluation}
+    if protocol == ADAPTIVE_PROTOCOL:
+        evaluation["caveats"] = [*evaluation["caveats"], ADAPTIVE_CAVEAT]
+        evaluation["upper_bound"] = True
+    return Record(
+        id=entry.guard.id, rank=rank, **headline(entry.figures), evaluation=Evaluation(**evaluation),
+        coverage=Coverage(**{"scored": report.n, "missing": report.missing, **entry.coverage}),
+        curves=curves_of(entry.figures, bands=True),
+        slices={dimension: {value: figure_set(f, bands=False) for value, f in values.items()}
+                for dimension, values in entry.slices.items()},
+    )
 
 
 def record(entry: SnapshotEntry, rank: int | None) -> dict[str, Any]:
-    """One guard's snapshot record; `rank` None for a guard that is not ranked (incomplete)."""
-    body = figures_record(entry.figures)
-    curves = body.pop("curves")
-    coverage = {**body.pop("coverage"), **entry.coverage}
-    return {
-        "id": entry.guard.id,
-        "rank": rank,
-        **body,
-        "evaluation": {**guard_evaluation(entry.guard), **entry.evaluation},
-        "coverage": coverage,
-        "curves": curves,
-        "slices": {dimension: {value: figures_record(f, bands=False) for value, f in values.items()}
-                   for dimension, values in entry.slices.items()},
-    }
+    """One guard's snapshot record as JSON (`record_model`'s)."""
+    return record_model(entry, rank).document()
 
 
 def rank_key(entry: SnapshotEntry) -> tuple[float, str]:
@@ -135,21 +160,22 @@ def is_ranked(entry: SnapshotEntry, min_coverage: float) -> bool:
 
 def build_snapshot(entries: Sequence[SnapshotEntry], provenance: dict[str, Any],
                    date: dt.date | None = None, *, snapshot_url: str | None = None,
-                   spec: BootstrapSpec | None = None, min_coverage: float = 1.0) -> dict[str, Any]:
-    """Ranked guards by balanced margin, then the unranked (incomplete) ones by id, rank null."""
+                   spec: BootstrapSpec | None = None, min_coverage: float = 1.0,
+                   protocol: str = STANDARD_PROTOCOL) -> dict[str, Any]:
+    """Ranked guards by balanced margin, then the unranked (incomplete) ones by id, rank null;
+    built through `snapshot_schema.Snapshot`, the model `margin site` reads it back with."""
     ranked = sorted((e for e in entries if is_ranked(e, min_coverage)), key=rank_key)
     unranked = sorted((e for e in entries if not is_ranked(e, min_coverage)), key=lambda e: e.guard.id)
-    return {
-        "meta": {
-            "snapshot_date": (date or dt.datetime.now(dt.UTC).date()).isoformat(),
-            "snapshot_url": snapshot_url,
-            "protocol": PROTOCOL,
-            "units": UNITS,
-            "methodology": METHODOLOGY,
-            "confidence_intervals": (spec or BootstrapSpec()).describe(),
-            "provenance": {"margin_version": margin_version(), "git_commit": git_commit(), **provenance},
-            "min_coverage": min_coverage,
-        },
-        "data": [record(entry, rank) for rank, entry in enumerate(ranked, start=1)]
-                + [record(entry, None) for entry in unranked],
-    }
+    meta = Meta(
+        snapshot_date=date or dt.datetime.now(dt.UTC).date(),
+        snapshot_url=snapshot_url,
+        protocol=protocol,
+        units=UNITS,
+        methodology=METHODOLOGY + (ADAPTIVE_METHODOLOGY if protocol == ADAPTIVE_PROTOCOL else ""),
+        confidence_intervals=(spec or BootstrapSpec()).describe(),
+        provenance=Provenance(margin_version=margin_version(), git_commit=git_commit(), **provenance),
+        min_coverage=min_coverage,
+    )
+    data = ([record_model(entry, rank, protocol) for rank, entry in enumerate(ranked, start=1)]
+            + [record_model(entry, None, protocol) for entry in unranked])
+    return Snapshot(meta=meta, data=data).document()

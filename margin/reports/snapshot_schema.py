@@ -1,6 +1,10 @@
-"""The leaderboard snapshot's shape, checked when a snapshot is read back (`margin site`):
-the fields the public Margin API promises, one known protocol throughout, ranks in order and
-robust-accuracy curves that are step functions on [0, B] with fractions 0..1."""
+"""The leaderboard snapshot's one model: `snapshot.build_snapshot` writes through it, and
+`validate_snapshot` reads with it when a snapshot comes back (`margin site`), checking the
+fields the public Margin API promises, one known protocol throughout, ranks in order and
+robust-accuracy curves that are step functions on [0, B] with fractions 0..1.
+
+Fields are declared in the order a snapshot writes them and numbers keep their type, so a
+snapshot built through the model is the JSON it always was."""
 
 from __future__ import annotations
 
@@ -8,32 +12,47 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-from pydantic import Field as PydanticField
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    conlist,
+    field_serializer,
+    field_validator,
+)
 
 from margin.errors import InputError
 from margin.reports.completeness import describe, is_complete, meets
-from margin.reports.protocols import ADAPTIVE_PROTOCOL, protocol_for
-from margin.reports.snapshot import PROTOCOL
+from margin.reports.protocols import ADAPTIVE_PROTOCOL, STANDARD_PROTOCOL, protocol_for
+
+#: A number as it was given: an int stays an int (a budget of 100 is written `100`, never `100.0`).
+Number = int | float
 
 
-class _Open(BaseModel):
+class Open(BaseModel):
+    """A part of a snapshot: the fields it declares, in the order a snapshot writes them, and
+    any others kept as they are (snapshots gain fields; an older reader must not drop them)."""
+
     model_config = ConfigDict(extra="allow")
 
-
-class _Band(_Open):
-    low: list[float]
-    high: list[float]
-
-
-class _Curves(_Open):
-    budgets: list[float]
-    unsafe: list[float] | None = None
-    safe: list[float] | None = None
-    bands: dict[str, _Band] = {}
+    def document(self) -> dict[str, Any]:
+        """The JSON object: what was set, nothing a default filled in."""
+        return self.model_dump(exclude_unset=True)
 
 
-class _Coverage(_Open):
+class Band(Open):
+    low: list[Number]
+    high: list[Number]
+
+
+class Curves(Open):
+    budgets: list[Number]
+    unsafe: list[Number] | None = None
+    safe: list[Number] | None = None
+    bands: dict[str, Band] = {}
+
+
+class Coverage(Open):
     scored: dict[str, int]
     missing: dict[str, int]
     total: dict[str, int] | None = None
@@ -42,55 +61,104 @@ class _Coverage(_Open):
     reason: str | None = None
 
 
-class _Figures(_Open):
-    balanced_margin: float | None
-    unsafe_margin: float | None
-    safe_margin: float | None
-    clean_balanced_accuracy: float | None
-    confidence_intervals: dict[str, tuple[float, float] | None] = {}
-    clean_accuracy: dict[str, float | None] = {}
-    coverage: _Coverage | None = None
-    curves: _Curves | None = None
+class Headline(Open):
+    """The headline figures (`types.HEADLINE_FIGURES`, in that order) with their intervals."""
+
+    balanced_margin: Number | None
+    unsafe_margin: Number | None
+    safe_margin: Number | None
+    clean_balanced_accuracy: Number | None
+    confidence_intervals: dict[str, conlist(Number, min_length=2, max_length=2) | None] = {}  # type: ignore[valid-type]
+    clean_accuracy: dict[str, Number | None] = {}
 
 
-class _Evaluation(_Open):
+class FigureSet(Headline):
+    """A slice's figures: the headline, its coverage and (without bands) its curves."""
+
+    coverage: Coverage | None = None
+    curves: Curves | None = None
+
+
+class Evaluation(Open):
+    """How a guard was measured: its identity (`GuardInfo`) and the run's search."""
+
+    checkpoint: str | None = None
+    revision: str | None = None
+    backend: str | None = None
+    family: str | None = None
+    template: str | None = None
+    template_sha256: str | None = None
+    threshold: Number | None = None
+    params: dict[str, Any] = {}
     caveats: list[str] = []
+    scope: str | None = None
+    search: str | None = None
+    seed: int | None = None
+    normalize: str | None = None
 
 
-class _Record(_Figures):
+class Identified(Open):
     id: str
     rank: int | None  # None: not ranked (coverage below the snapshot's min_coverage)
-    evaluation: _Evaluation
-    coverage: _Coverage
-    curves: _Curves
-    slices: dict[str, dict[str, _Figures]] = {}
 
 
-class _Named(_Open):
+class Record(Headline, Identified):  # fields: id and rank first, then the headline, then these
+    evaluation: Evaluation
+    coverage: Coverage
+    curves: Curves
+    slices: dict[str, dict[str, FigureSet]] = {}
+
+
+class Named(Open):
     name: str | None
     sha256: str | None
 
 
-class _Provenance(_Open):
-    dataset: _Named
-    suite: _Named
-    budget: float = PydanticField(gt=0)
+class Provenance(Open):
+    margin_version: str | None = None
+    git_commit: str | None = None
+    dataset: Named
+    suite: Named
+    budget: Number
+    cost_norm: str | None = None
+    corpus_mean_length: Number | None = None
+
+    @field_validator("budget")
+    @classmethod
+    def _positive(cls, budget: Number) -> Number:
+        if budget <= 0:
+            raise ValueError("Input should be greater than 0")
+        return budget
 
 
-class _Meta(_Open):
+class Meta(Open):
     snapshot_date: dt.date
+    snapshot_url: str | None = None
     protocol: str
+    units: dict[str, str] = {}
     methodology: str
-    provenance: _Provenance
-    min_coverage: float | None = PydanticField(default=None, ge=0, le=1)  # absent before coverage was checked
+    confidence_intervals: dict[str, Any] = {}
+    provenance: Provenance
+    min_coverage: Number | None = None  # absent before coverage was checked
+
+    @field_validator("min_coverage")
+    @classmethod
+    def _share(cls, share: Number | None) -> Number | None:
+        if share is not None and not 0 <= share <= 1:
+            raise ValueError("Input should be a share between 0 and 1")
+        return share
+
+    @field_serializer("snapshot_date")
+    def _iso(self, date: dt.date) -> str:
+        return date.isoformat()
 
 
-class _Snapshot(_Open):
-    meta: _Meta
-    data: list[_Record]
+class Snapshot(Open):
+    meta: Meta
+    data: list[Record]
 
 
-def _check_curves(curves: _Curves, budget: float, where: str | Path, at: str) -> None:
+def _check_curves(curves: Curves, budget: float, where: str | Path, at: str) -> None:
     points = curves.budgets
     if not points or points[0] != 0 or any(b <= a for a, b in zip(points, points[1:], strict=False)) \
             or points[-1] > budget:
@@ -106,7 +174,7 @@ def _check_curves(curves: _Curves, budget: float, where: str | Path, at: str) ->
             raise InputError("robust accuracy is a fraction 0..1", path=where, field=f"{at}.{name}")
 
 
-def _check_rank(rec: _Record, index: int, data: list[_Record], min_coverage: float | None,
+def _check_rank(rec: Record, index: int, data: list[Record], min_coverage: float | None,
                 where: str | Path) -> None:
     """Ranked records come first, 1, 2, ...; an unranked one (rank null) is incomplete and
     follows them; a ranked one meets the snapshot's min_coverage; `complete` agrees with `missing`."""
@@ -130,13 +198,13 @@ def validate_snapshot(snapshot: Any, where: str | Path) -> dict[str, Any]:
     """Check a leaderboard snapshot's shape and internal consistency (known protocol, ranks in
     order, one protocol throughout, curves that are step functions on [0, B]); returns it unchanged."""
     try:
-        parsed = _Snapshot.model_validate(snapshot)
+        parsed = Snapshot.model_validate(snapshot)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InputError(first["msg"], path=where, field=".".join(str(p) for p in first["loc"])) from None
     protocol = parsed.meta.protocol
-    if protocol not in (PROTOCOL, ADAPTIVE_PROTOCOL):
-        raise InputError(f"unknown protocol {protocol!r}; this margin reads {PROTOCOL} and {ADAPTIVE_PROTOCOL}",
+    if protocol not in (STANDARD_PROTOCOL, ADAPTIVE_PROTOCOL):
+        raise InputError(f"unknown protocol {protocol!r}; this margin reads {STANDARD_PROTOCOL} and {ADAPTIVE_PROTOCOL}",
                          path=where, field="meta.protocol")
     budget = parsed.meta.provenance.budget
     seen: set[str] = set()
@@ -146,7 +214,7 @@ def validate_snapshot(snapshot: Any, where: str | Path) -> dict[str, Any]:
         if rec.id in seen:
             raise InputError(f"guard {rec.id!r} appears twice", path=where, field=f"{at}.id")
         seen.add(rec.id)
-        search = rec.evaluation.model_extra.get("search") if rec.evaluation.model_extra else None
+        search = rec.evaluation.search
         if search is not None and protocol_for(str(search)) != protocol:
             raise InputError(f"guard {rec.id!r} was measured with an {search} search ({protocol_for(str(search))}), "
                              f"mixed into a {protocol} snapshot: margins of different protocols are never ranked "

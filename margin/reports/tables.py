@@ -15,7 +15,7 @@ from rich.table import Table
 from margin.reports.completeness import describe, is_complete, scored_of_total, totals
 from margin.reports.metrics import ONE_EDIT_TAG
 from margin.reports.observations import Coverage
-from margin.types import LABELS, SearchResult
+from margin.types import HEADLINE_FIGURES, LABELS, SearchResult
 from margin.util.display import make_visible
 
 HEADLINE = (
@@ -84,8 +84,7 @@ def leaderboard_table(snapshot: Mapping[str, Any], title: str = "leaderboard") -
         cov = r.get("coverage", {})
         name = escape(r["id"]) + ("" if is_complete(cov) else f" [red](incomplete: {escape(scored_of_total(cov))})[/red]")
         table.add_row("—" if r["rank"] is None else str(r["rank"]), name,
-                      *(with_ci(r[n], cis.get(n)) for n in ("balanced_margin", "unsafe_margin", "safe_margin",
-                                                            "clean_balanced_accuracy")))
+                      *(with_ci(r[n], cis.get(n)) for n in HEADLINE_FIGURES))
     return table
 
 
@@ -223,8 +222,7 @@ def sweep_table(record: Mapping[str, Any]) -> Table:
         table.add_column(column, justify="right")
     for r in record["thresholds"]:
         cis = r["confidence_intervals"]
-        table.add_row(f"{r['threshold']:.2f}", *(with_ci(r[n], cis.get(n)) for n in (
-            "balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy")))
+        table.add_row(f"{r['threshold']:.2f}", *(with_ci(r[n], cis.get(n)) for n in HEADLINE_FIGURES))
     return table
 
 

@@ -133,7 +133,7 @@ def run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
         outcomes.append(outcome)
     base = prepared[0][1]
     meta = {"guard": runs[0].record.get("id"), "margin_version": margin_version(), "git_commit": git_commit(),
-            **provenance(base.manifest(), len(base.prompts))}
+            **provenance(base.record, len(base.prompts))}
     record = ablation_record(runs, base.config.budget, families, {p.id: p.text for p in base.prompts}, meta)
     atomic_write_text(out_dir / "ablation.json", dumps(record) + "\n")
     return AblationOutcome(out_dir, record, runs, outcomes, [out_dir / "ablation.json", *write_figures(out_dir, record)])

@@ -24,7 +24,7 @@ from typing import Any
 from margin.engine.actors import ActorPool
 from margin.engine.cluster import connect, disconnect
 from margin.errors import InputError
-from margin.runfolder import atomic_write_text, dumps
+from margin.runfolder import write_run_record
 from margin.runs.config import RunConfig
 from margin.runs.folder import check_run_dir, claim_out_dir, remove_unstarted
 from margin.runs.merge import join_receipts, join_results
@@ -125,7 +125,7 @@ def execute_drivers(prepared: PreparedRun, out_dir: Path, *, resume: bool = Fals
             capacity = session.pool.figures.capacity if session.pool is not None else config.batch_size
             if not resume:
                 claim_out_dir(out_dir)
-                atomic_write_text(out_dir / "run.json", dumps(prepared.manifest()) + "\n")
+                write_run_record(out_dir, prepared.record)
             for folder in folders:
                 folder.parent.mkdir(parents=True, exist_ok=True)
             run_id = secrets.token_hex(8)

@@ -15,14 +15,10 @@ import shutil
 from pathlib import Path
 
 from margin.errors import InputError
-from margin.runfolder import (
-    atomic_write_text,
-    dumps,
-    read_jsonl,
-)
+from margin.runfolder import read_run_record, write_run_record
 from margin.runs.driver import Replay
 from margin.runs.prepare import PreparedRun
-from margin.runs.resume import check_manifest, cut_torn_tail, load_replay
+from margin.runs.resume import check_same_run, cut_torn_tail, load_replay
 
 #: What a run writes before its first receipt line; `drivers/` holds one such folder per driver.
 START_FILES = ("run.json", "receipts.jsonl")
@@ -87,30 +83,25 @@ def check_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> bool:
     """Refuse a used --out, or a --resume folder of another run, before anything starts.
     Returns whether there is a run to resume: False for a new run, and for a --resume
     folder whose run recorded nothing (killed before writing run.json, say), which starts
-    afresh."""
+    afresh. Asked once per run; `open_run_dir` acts on its answer."""
     if not resume:
         check_out_dir(out_dir)
         return False
     if not out_dir.is_dir():
         raise InputError("no such run folder (a run stopped before it recorded anything leaves none: "
                          "start it again with --out)", path=out_dir, field="--resume")
-    saved_path = out_dir / "run.json"
-    if unstarted(out_dir) and not saved_path.is_file():
+    if unstarted(out_dir) and not (out_dir / "run.json").is_file():
         return False
-    if not saved_path.is_file():
-        raise InputError("not a run folder (no run.json)", path=out_dir, field="--resume")
-    saved = next(iter(read_jsonl(saved_path)), None) if saved_path.stat().st_size else None
-    if not isinstance(saved, dict):
-        raise InputError("run.json is empty or not a JSON object", path=saved_path)
-    check_manifest(out_dir, saved, prepared.manifest())
+    check_same_run(out_dir, read_run_record(out_dir), prepared.record)
     return True
 
 
-def open_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> Replay:
-    """Claim a new run folder (writing run.json), or load what a killed run recorded."""
-    if not check_run_dir(prepared, out_dir, resume):
+def open_run_dir(prepared: PreparedRun, out_dir: Path, resuming: bool) -> Replay:
+    """Claim a new run folder (writing run.json), or load what a killed run recorded;
+    `resuming` is what `check_run_dir` answered."""
+    if not resuming:
         claim_out_dir(out_dir)
-        atomic_write_text(out_dir / "run.json", dumps(prepared.manifest()) + "\n")
+        write_run_record(out_dir, prepared.record)
         return Replay()
     receipts = out_dir / "receipts.jsonl"
     cut_torn_tail(receipts)

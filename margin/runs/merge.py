@@ -9,18 +9,25 @@ dataset that no input covers are missing (lost coverage), never silently dropped
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from margin.datasets import XSTEST_URL, load_dataset
+from margin.datasets import load_dataset
 from margin.errors import InputError
-from margin.runfolder import atomic_file, atomic_write_text, dumps, read_jsonl, result_from_record
+from margin.runfolder import (
+    atomic_file,
+    read_jsonl,
+    read_run_record,
+    result_from_record,
+    write_run_record,
+)
+from margin.runrecord import DECIDING, RunRecord
 from margin.runs.folder import claim_out_dir
 from margin.runs.outputs import write_outputs
-from margin.runs.resume import check_manifest
-from margin.runs.subset import limit_prompts, method_of
+from margin.runs.subset import limit_prompts
 from margin.types import MarginReport, Prompt, SearchResult
 
 
@@ -32,16 +39,6 @@ class MergeOutcome:
     snapshot: dict[str, Any]
     absent: int  # prompts no input covered
     replaced: int  # prompts a later input overrode
-
-
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "run.json"
-    if not path.is_file():
-        raise InputError("not a run folder (no run.json)", path=run_dir)
-    records = list(read_jsonl(path))
-    if len(records) != 1 or not isinstance(records[0], dict):
-        raise InputError("run.json must hold one JSON object", path=path)
-    return records[0]
 
 
 def read_results(run_dir: Path) -> list[SearchResult]:
@@ -57,33 +54,33 @@ def read_results(run_dir: Path) -> list[SearchResult]:
     return []
 
 
-def dataset_spec(manifest: dict[str, Any]) -> str:
-    dataset = manifest["dataset"]
-    if dataset["source"] == XSTEST_URL:
-        return "xstest"
-    if dataset["name"] == "sample" and dataset["source"] == "margin/data/sample.csv":
-        return "sample"
-    return str(dataset["source"])
-
-
 def merge_runs(dirs: list[Path], out_dir: Path, dataset: str | None = None) -> MergeOutcome:
     if not dirs:
         raise InputError("give at least one run folder", field="DIRS")
-    manifests = [read_manifest(d) for d in dirs]
-    base = {**manifests[0], "shard": None}
-    for run_dir, manifest in zip(dirs[1:], manifests[1:], strict=True):
-        check_manifest(run_dir, base, {**manifest, "shard": None})
-    loaded = load_dataset(dataset or dataset_spec(base))
-    if loaded.sha256 != base["dataset"]["sha256"]:
-        raise InputError(f"the dataset's SHA-256 is {loaded.sha256}, the runs used {base['dataset']['sha256']}",
+    base = dataclasses.replace(read_run_record(dirs[0]), shard=None)
+    for run_dir in dirs[1:]:
+        check_same_part(dirs[0], base, run_dir, dataclasses.replace(read_run_record(run_dir), shard=None))
+    loaded = load_dataset(dataset or base.dataset_spec)
+    if loaded.sha256 != base.dataset.sha256:
+        raise InputError(f"the dataset's SHA-256 is {loaded.sha256}, the runs used {base.dataset.sha256}",
                          path=loaded.source, field="--dataset")
-    prompts = limit_prompts(loaded.prompts, base["limit"], int(base.get("seed", 0)), method_of(base))
+    prompts = limit_prompts(loaded.prompts, base.limit, base.seed, base.limit_method)
     results, absent, replaced = join_results(dirs, prompts)
     claim_out_dir(out_dir)
-    atomic_write_text(out_dir / "run.json", dumps(base) + "\n")
+    write_run_record(out_dir, base)
     join_receipts(dirs, out_dir / "receipts.jsonl")
     report, snapshot = write_outputs(out_dir, base, results)
     return MergeOutcome(out_dir, results, report, snapshot, absent, replaced)
+
+
+def check_same_part(first_dir: Path, first: RunRecord, run_dir: Path, record: RunRecord) -> None:
+    """Every folder must be a part of one run: the same record but for its shard."""
+    changed = first.differences(record, [name for name in DECIDING if name != "shard"])
+    if changed:
+        flags = ", ".join(sorted({DECIDING[name] for name in changed}))
+        details = first.describe(record, changed, f"{first_dir} has", "this folder has")
+        raise InputError(f"cannot merge: this folder's run differs from {first_dir}'s in {flags} ({details})",
+                         path=run_dir / "run.json")
 
 
 def join_results(dirs: list[Path], prompts: Sequence[Prompt]) -> tuple[list[SearchResult], int, int]:

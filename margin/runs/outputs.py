@@ -1,4 +1,4 @@
-"""A run's outputs from its manifest and finished results: results.jsonl, snapshot.json and
+"""A run's outputs from its record and finished results: results.jsonl, snapshot.json and
 the curves; `margin run`, `margin merge` and `margin score` all build them here, so a rescore
 or a merge matches a run exactly. And the coverage rule that fails a run."""
 
@@ -10,18 +10,13 @@ from typing import Any
 
 from margin.reports.completeness import missing_reason
 from margin.reports.plots import CurveSeries, curves_figure, save
-from margin.reports.protocols import ADAPTIVE_PROTOCOL, mark_protocol, protocol_of
+from margin.reports.protocols import ADAPTIVE_PROTOCOL, protocol_for, protocol_of
 from margin.reports.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
-from margin.runfolder import (
-    atomic_write_text,
-    dumps,
-    info_from_record,
-    read_jsonl,
-    write_results,
-)
+from margin.runfolder import atomic_write_text, dumps, read_jsonl, write_results
+from margin.runrecord import RunRecord
 from margin.runs.prepare import PreparedRun
 from margin.runs.session import EngineFigures
-from margin.types import GuardInfo, MarginReport, SearchResult
+from margin.types import MarginReport, SearchResult
 
 
 @dataclass
@@ -41,17 +36,18 @@ class CoverageError(Exception):
     """Too many prompts ended missing: the run's outputs are written, but it failed."""
 
 
-def provenance(manifest: dict[str, Any], prompts: int) -> dict[str, Any]:
+def provenance(record: RunRecord, prompts: int) -> dict[str, Any]:
     return {
-        "dataset": {"name": manifest["dataset"]["name"], "sha256": manifest["dataset"]["sha256"]},
-        "suite": {"name": manifest["suite"]["name"], "sha256": manifest["suite"]["sha256"]},
-        "budget": manifest["budget"],
-        "cost_norm": manifest["cost_norm"],
-        "corpus_mean_length": manifest["corpus_mean_length"],
-        "seed": manifest["seed"],
-        "search": manifest["search"],
+        "dataset": {"name": record.dataset.name, "sha256": record.dataset.sha256},
+        "suite": {"name": record.suite.name, "sha256": record.suite.sha256},
+        "budget": record.budget,
+        "cost_norm": record.cost_norm,
+        "corpus_mean_length": record.corpus_mean_length,
+        "seed": record.seed,
+        "search": record.search,
         "prompts": prompts,
-        **({"shard": manifest["shard"]} if manifest.get("shard") else {}),
+        **({"shard": list(record.shard)} if record.shard else {}),
+        "protocol": protocol_for(record.search),
     }
 
 
@@ -64,20 +60,16 @@ def reason_from(receipts: list[Path], results: list[SearchResult]) -> str | None
     return missing_reason(lines, results)
 
 
-def snapshot_for(manifest: dict[str, Any], guard: GuardInfo, results: list[SearchResult],
+def snapshot_for(record: RunRecord, results: list[SearchResult],
                  reason: str | None = None) -> tuple[dict[str, Any], SnapshotEntry]:
-    """A run's snapshot from its manifest and results; `margin run`, `margin merge` and
+    """A run's snapshot from its record and results; `margin run`, `margin merge` and
     `margin score` all build it here, so a rescore or a merge matches a run exactly."""
-    evaluation = {"search": manifest["search"], "seed": manifest["seed"],
+    guard = record.guard
+    evaluation = {"search": record.search, "seed": record.seed,
                   "normalize": dict(guard.params).get("normalize", "none")}
-    entry = snapshot_entry(guard, results, float(manifest["budget"]), evaluation, reason=reason)
-    snapshot = build_snapshot([entry], provenance(manifest, len(results)))
-    return mark_protocol(snapshot, manifest["search"]), entry
-
-
-def run_snapshot(prepared: PreparedRun, guard: GuardInfo, results: list[SearchResult],
-                 reason: str | None = None) -> tuple[dict[str, Any], SnapshotEntry]:
-    return snapshot_for(prepared.manifest(guard), guard, results, reason)
+    entry = snapshot_entry(guard, results, float(record.budget), evaluation, reason=reason)
+    snapshot = build_snapshot([entry], provenance(record, len(results)), protocol=protocol_for(record.search))
+    return snapshot, entry
 
 
 def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:
@@ -90,12 +82,12 @@ def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:
     save(curves_figure([CurveSeries.from_record(record)], title), stem)
 
 
-def write_outputs(out_dir: Path, manifest: dict[str, Any],
+def write_outputs(out_dir: Path, record: RunRecord,
                   results: list[SearchResult]) -> tuple[MarginReport, dict[str, Any]]:
-    """results.jsonl, snapshot.json and curves (PNG, SVG) from a manifest and finished results
-    (the reason for any missing prompt from the folder's receipts)."""
+    """results.jsonl, snapshot.json and curves (PNG, SVG) from a run's record and finished
+    results (the reason for any missing prompt from the folder's receipts)."""
     reason = reason_from([out_dir / "receipts.jsonl"], results)
-    snapshot, entry = snapshot_for(manifest, info_from_record(manifest["guard"]), results, reason)
+    snapshot, entry = snapshot_for(record, results, reason)
     write_results(out_dir / "results.jsonl", results)
     atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
     write_curves(out_dir / "curves", snapshot)
@@ -105,7 +97,7 @@ def write_outputs(out_dir: Path, manifest: dict[str, Any],
 def finish(prepared: PreparedRun, out_dir: Path, results: list[SearchResult], *,
            guard_calls: int, cache_hits: int = 0) -> RunOutcome:
     """Write results, snapshot and curves for finished searches."""
-    report, snapshot = write_outputs(out_dir, prepared.manifest(), results)
+    report, snapshot = write_outputs(out_dir, prepared.record, results)
     return RunOutcome(out_dir, results, report, snapshot, guard_calls, cache_hits,
                       missing=sum(1 for r in results if r.status == "missing"))
 

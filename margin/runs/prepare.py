@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from margin.cost import COST_NORMS, CostModel
@@ -17,9 +18,7 @@ from margin.guards.base import Guard
 from margin.guards.make import describe_guard
 from margin.guards.spec import GuardSpec
 from margin.guards.weights import check_loadable
-from margin.runfolder import (
-    info_record,
-)
+from margin.runrecord import LimitSample, Named, RunRecord
 from margin.runs.config import RunConfig
 from margin.runs.guard_pool import is_remote
 from margin.runs.shards import select_shard
@@ -44,7 +43,7 @@ class PreparedRun:
     info: GuardInfo | None = None
     guard: Guard | None = None  # an instance a library user passed in: used instead of the spec
     incumbents: dict[str, Flip] = field(default_factory=dict)
-    limit_sample: dict[str, Any] = field(default_factory=dict)  # run.json's account of --limit's sample
+    limit_sample: LimitSample | None = None  # run.json's account of --limit's sample
 
     def candidates(self, prompt: Prompt) -> Ladder:
         """The prompt's candidates, built as far as they are read."""
@@ -76,32 +75,21 @@ class PreparedRun:
                 "max_calls": self.config.max_calls or DEFAULT_MAX_CALLS,
                 "incumbent": self.incumbents.get(prompt.id)}
 
-    def manifest(self, info: GuardInfo | None = None) -> dict[str, Any]:
-        """Everything that decides a run's results; resume and merge compare it."""
-        guard = info or self.info
-        assert guard is not None, "a manifest needs the guard's identity"
-        return {
-            "dataset": {"name": self.dataset.name, "source": self.dataset.source, "sha256": self.dataset.sha256},
-            "suite": {"name": self.suite.name, "source": self.suite.source, "sha256": self.suite.sha256},
-            "guard": info_record(guard),
-            "budget": self.config.budget,
-            "cost_norm": self.config.cost_norm,
-            "corpus_mean_length": self.cost_model.corpus_mean_length,
-            "search": self.config.search,
-            "seed": self.config.seed,
-            "limit": self.config.limit,
-            **self.limit_sample,
-            "shard": list(self.config.shard) if self.config.shard else None,
-            **self.adaptive_manifest(),
-        }
-
-    def adaptive_manifest(self) -> dict[str, Any]:
-        """The protocol always; an adaptive run's call budget and incumbents too."""
-        out: dict[str, Any] = {"protocol": self.strategy.protocol}
-        if self.strategy.options:
-            out["max_calls"] = self.config.max_calls or DEFAULT_MAX_CALLS
-            out["incumbents"] = self.config.incumbents
-        return out
+    @cached_property
+    def record(self) -> RunRecord:
+        """What decides the run's results, as run.json records it: built once, on first use
+        (a driver's shard or a defence, made by `dataclasses.replace`, builds its own)."""
+        assert self.info is not None, "a run record needs the guard's identity"
+        c = self.config
+        adaptive = bool(self.strategy.options)
+        return RunRecord(
+            dataset=Named(self.dataset.name, self.dataset.source, self.dataset.sha256),
+            suite=Named(self.suite.name, self.suite.source, self.suite.sha256),
+            guard=self.info, budget=c.budget, cost_norm=c.cost_norm,
+            corpus_mean_length=self.cost_model.corpus_mean_length, search=c.search, seed=c.seed,
+            limit=c.limit, limit_sample=self.limit_sample, shard=c.shard or None, protocol=self.strategy.protocol,
+            max_calls=(c.max_calls or DEFAULT_MAX_CALLS) if adaptive else None,
+            incumbents=c.incumbents if adaptive else None)
 
 
 def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
@@ -123,7 +111,7 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
     if guard is None and loads_here(config):
         check_loadable(spec, prepared.info)  # a model this machine cannot load fails now, not in an actor
     if config.incumbents:
-        prepared.incumbents = load_incumbents(config.incumbents, prepared.manifest())
+        prepared.incumbents = load_incumbents(config.incumbents, prepared.record)
     return prepared
 
 
@@ -181,5 +169,5 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
     # The corpus norm uses every prompt of the dataset, so --limit and shards keep the same units.
     cost_model = CostModel.for_corpus(dataset.texts, config.cost_norm)
     limited = limit_prompts(dataset.prompts, config.limit, config.seed, config.limit_method)
-    sample = limit_record(limited, config.limit, config.limit_method) if len(limited) < len(dataset.prompts) else {}
+    sample = limit_record(limited, config.limit, config.limit_method) if len(limited) < len(dataset.prompts) else None
     return PreparedRun(config, dataset, suite, cost_model, select_shard(limited, config.shard), limit_sample=sample)

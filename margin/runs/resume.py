@@ -12,36 +12,22 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from margin.errors import InputError
 from margin.runfolder import read_jsonl
+from margin.runrecord import DECIDING, RunRecord
 from margin.runs.driver import Replay
 from margin.types import Verdict
 
-#: Manifest fields a resumed run must share with the killed one, with the flag that sets each.
-FLAGS = {
-    "dataset": "--dataset", "suite": "--suite", "guard": "--guard", "budget": "--budget",
-    "cost_norm": "--cost-norm", "corpus_mean_length": "--dataset", "search": "--search",
-    "seed": "--seed", "limit": "--limit", "limit_sample": "--limit", "shard": "--shard", "protocol": "--search",
-    "max_calls": "--max-calls", "incumbents": "--incumbents",
-}
 
-
-def check_manifest(run_dir: Path, saved: dict[str, Any], current: dict[str, Any]) -> None:
+def check_same_run(run_dir: Path, saved: RunRecord, current: RunRecord) -> None:
     """Refuse to resume when anything that decides results differs from the killed run."""
-    changed = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
+    changed = saved.differences(current)
     if changed:
-        details = "; ".join(f"{k}: run.json has {_short(saved.get(k))}, this command gives "
-                            f"{_short(current.get(k))}" for k in changed)
-        flags = ", ".join(sorted({FLAGS.get(k, k) for k in changed}))
+        flags = ", ".join(sorted({DECIDING[name] for name in changed}))
+        details = saved.describe(current, changed, "run.json has", "this command gives")
         raise InputError(f"cannot resume: {flags} changed since the run began ({details})",
                          path=run_dir / "run.json")
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def cut_torn_tail(path: Path) -> None:

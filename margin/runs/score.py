@@ -19,14 +19,15 @@ from margin.reports.snapshot import SnapshotEntry
 from margin.runfolder import (
     atomic_write_text,
     dumps,
-    guard_info,
-    read_manifest,
     read_results,
+    read_run_record,
     write_results,
+    write_run_record,
 )
+from margin.runrecord import SAME_VERDICTS, RunRecord
 from margin.runs.config import RunConfig
 from margin.runs.folder import claim_out_dir
-from margin.runs.outputs import reason_from, run_snapshot, write_curves
+from margin.runs.outputs import reason_from, snapshot_for, write_curves
 from margin.runs.prepare import PreparedRun, prepare_inputs
 from margin.runs.recorded import (
     Recorded,
@@ -36,12 +37,8 @@ from margin.runs.recorded import (
     read_verdicts,
     unmatched,
 )
-from margin.runs.subset import method_of
 from margin.search.make import STRATEGIES
 from margin.types import Candidate, GuardInfo, Prompt, SearchResult
-
-#: run.json fields that must agree when several run folders are scored together.
-MUST_AGREE = ("dataset.sha256", "suite.sha256", "budget", "cost_norm", "seed", "limit", "limit_sample", "guard")
 
 
 @dataclass(frozen=True)
@@ -69,7 +66,7 @@ class Rescored:
     recorded: RecordedVerdicts
     unmatched: list[Recorded]
     inputs: list[Path]
-    manifest: dict[str, Any] | None = None
+    record: RunRecord | None = None  # the run folders' record (None: verdict files alone)
     differs_from_run: list[str] | None = None  # prompt ids whose result differs from the run's
     notes: list[str] = field(default_factory=list)
 
@@ -79,44 +76,16 @@ class Rescored:
         return all(o.complete for o in self.observations)
 
 
-def _get(manifest: dict[str, Any], dotted: str) -> Any:
-    value: Any = manifest
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
-def _comparable_guard(manifest: dict[str, Any]) -> Any:
-    guard = dict(manifest.get("guard") or {})
-    guard.pop("template", None)  # descriptive only; identity is template_sha256
-    guard.pop("caveats", None)
-    guard.pop("scope", None)  # descriptive too: changes no verdict
-    return guard
-
-
-def agree(manifests: Sequence[tuple[Path, dict[str, Any]]]) -> None:
-    first_path, first = manifests[0]
-    for path, manifest in manifests[1:]:
-        for name in MUST_AGREE:
-            a = _comparable_guard(first) if name == "guard" else _get(first, name)
-            b = _comparable_guard(manifest) if name == "guard" else _get(manifest, name)
-            if a != b:
-                raise InputError(f"{name} differs from {first_path / 'run.json'} ({b!r} vs {a!r}); "
-                                 "only runs of the same guard, dataset and suite merge", path=path / "run.json")
-
-
-def dataset_spec(manifest: dict[str, Any]) -> str:
-    name, source = _get(manifest, "dataset.name"), _get(manifest, "dataset.source")
-    if name in ("sample", "xstest"):
-        return str(name)
-    return str(source)
-
-
-def suite_spec(manifest: dict[str, Any]) -> str:
-    source = str(_get(manifest, "suite.source") or "")
-    if source.startswith("margin/transforms/suites/") and source.endswith(".yaml"):
-        return source[len("margin/transforms/suites/"):-len(".yaml")]
-    return source
+def check_same_verdicts(records: Sequence[tuple[Path, RunRecord]]) -> None:
+    """Run folders scored together must have asked the same guard about the same candidates."""
+    first_path, first = records[0]
+    for path, record in records[1:]:
+        changed = first.differences(record, SAME_VERDICTS)
+        if changed:
+            name = changed[0]
+            raise InputError(f"{name} differs from {first_path / 'run.json'} ({record.value(name)!r} vs "
+                             f"{first.value(name)!r}); only runs of the same guard, dataset and suite merge",
+                             path=path / "run.json")
 
 
 def split_inputs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
@@ -134,35 +103,37 @@ def split_inputs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
     return runs, files
 
 
-def config_for(manifest: dict[str, Any] | None, options: ScoreOptions, guard_id: str) -> RunConfig:
-    m = manifest or {}
-    dataset = options.dataset or (dataset_spec(m) if manifest else None)
-    suite = options.suite or (suite_spec(m) if manifest else None)
+def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str) -> RunConfig:
+    dataset = options.dataset or (record.dataset_spec if record else None)
+    suite = options.suite or (record.suite_spec if record else None)
     if dataset is None or suite is None:
         raise InputError("verdicts without a run folder need --dataset and --suite (the ones they were made with)",
                          field="--dataset" if dataset is None else "--suite")
-    search = options.search or str(m.get("search") or "cheapest")
+    search = options.search or (record.search if record else "cheapest")
     if search not in STRATEGIES:
         search = "cheapest"  # a name no strategy here has: replay the suite, cheapest first
+    limit = record.limit if record else None
+    # the run's way of choosing its prompts, unless another --limit asks for a new sample
+    method = (record.limit_method if record else "stratified") if options.limit in (None, limit) else "stratified"
     return RunConfig(
         guard=guard_id,
         dataset=dataset,
         suite=suite,
-        budget=options.budget if options.budget is not None else float(m.get("budget", 100.0)),
+        budget=options.budget if options.budget is not None else (float(record.budget) if record else 100.0),
         search=search,
-        seed=options.seed if options.seed is not None else int(m.get("seed", 0)),
-        limit=options.limit if options.limit is not None else m.get("limit"),
-        limit_method=method_of(m) if options.limit in (None, m.get("limit")) else "stratified",
-        cost_norm=options.cost_norm or m.get("cost_norm", "corpus"),  # type: ignore[arg-type]  # prepare checks it
+        seed=options.seed if options.seed is not None else (record.seed if record else 0),
+        limit=options.limit if options.limit is not None else limit,
+        limit_method=method,
+        cost_norm=options.cost_norm or (record.cost_norm if record else "corpus"),  # type: ignore[arg-type]
     )
 
 
-def check_identity(prepared: PreparedRun, manifest: dict[str, Any] | None, where: Path | None) -> None:
+def check_identity(prepared: PreparedRun, record: RunRecord | None, where: Path | None) -> None:
     """The rebuilt dataset and suite must be the bytes the run used."""
-    if manifest is None:
+    if record is None:
         return
     for name, actual in (("dataset", prepared.dataset.sha256), ("suite", prepared.suite.sha256)):
-        expected = _get(manifest, f"{name}.sha256")
+        expected = record.value(f"{name}.sha256")
         if expected and expected != actual:
             raise InputError(f"the {name} found has SHA-256 {actual[:12]}…, the run used {expected[:12]}…; "
                              f"pass the run's file with --{name}", path=where)
@@ -176,18 +147,18 @@ def external_guard(guard_id: str) -> GuardInfo:
 def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Rescored:
     options = options or ScoreOptions()
     run_dirs, files = split_inputs(paths)
-    manifests = [(d, read_manifest(d / "run.json")) for d in run_dirs]
-    if manifests:
-        agree(manifests)
-    manifest = manifests[0][1] if manifests else None
+    records = [(d, read_run_record(d)) for d in run_dirs]
+    if records:
+        check_same_verdicts(records)
+    record = records[0][1] if records else None
     receipts = [p / "receipts.jsonl" if p.is_dir() else p for p in paths]  # in the order given
     recorded = read_verdicts(receipts)
-    guard = (guard_info(manifest, run_dirs[0] / "run.json") if manifest
-             else external_guard(options.guard_id or recorded.guard_id or "external"))
-    if options.guard_id and manifest:
+    guard = record.guard if record else external_guard(options.guard_id or recorded.guard_id or "external")
+    if options.guard_id and record:
         guard = replace(guard, id=options.guard_id)
-    prepared = prepare_inputs(config_for(manifest, options, guard.id))
-    check_identity(prepared, manifest, run_dirs[0] / "run.json" if run_dirs else None)
+    prepared = prepare_inputs(config_for(record, options, guard.id))
+    prepared.info = guard
+    check_identity(prepared, record, run_dirs[0] / "run.json" if run_dirs else None)
 
     searches = list(prepared.searches())
     source = ReplaySource(recorded.by_key)
@@ -202,10 +173,10 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
     results = [replace(r, guard_calls=sum(k in recorded.by_key for k in keys_by_prompt[r.prompt_id]))
                for r in results]
     observations = [observe(s.prompt, s.original, s.all_candidates(), source) for s in searches]
-    snapshot, entry = run_snapshot(prepared, guard, results, reason_from(receipts, results))
+    snapshot, entry = snapshot_for(prepared.record, results, reason_from(receipts, results))
     all_keys = [k for ks in keys_by_prompt.values() for k in ks]
     rescored = Rescored(prepared, guard, results, snapshot, entry, observations, recorded,
-                        unmatched(recorded.by_key, all_keys), list(paths), manifest)
+                        unmatched(recorded.by_key, all_keys), list(paths), record)
     if len(run_dirs) == 1 and not files and (run_dirs[0] / "results.jsonl").is_file():
         before = {r.prompt_id: r for r in read_results(run_dirs[0] / "results.jsonl")}
         rescored.differs_from_run = [r.prompt_id for r in results if before.get(r.prompt_id) != r]
@@ -226,22 +197,8 @@ def write_rescore(rescored: Rescored, out_dir: Path, extra_files: dict[str, str]
     write_results(out_dir / "results.jsonl", rescored.results)
     atomic_write_text(out_dir / "snapshot.json", dumps(rescored.snapshot) + "\n")
     write_curves(out_dir / "curves", rescored.snapshot)
-    manifest = {**(rescored.manifest or {}), "scored_from": [str(p) for p in rescored.inputs]}
-    if rescored.manifest is None:
-        prepared = rescored.prepared
-        manifest.update({
-            "dataset": {"name": prepared.dataset.name, "source": prepared.dataset.source,
-                        "sha256": prepared.dataset.sha256},
-            "suite": {"name": prepared.suite.name, "source": prepared.suite.source,
-                      "sha256": prepared.suite.sha256},
-            "guard": {"id": rescored.guard.id, "family": rescored.guard.family,
-                      "backend": rescored.guard.backend, "caveats": list(rescored.guard.caveats)},
-            "budget": prepared.config.budget, "cost_norm": prepared.config.cost_norm,
-            "corpus_mean_length": prepared.cost_model.corpus_mean_length,
-            "search": prepared.config.search, "seed": prepared.config.seed, "limit": prepared.config.limit,
-            **prepared.limit_sample,
-        })
-    atomic_write_text(out_dir / "run.json", dumps(manifest) + "\n")
+    record = rescored.record or rescored.prepared.record  # verdicts alone: what they were scored with
+    write_run_record(out_dir, replace(record, scored_from=tuple(str(p) for p in rescored.inputs)))
     written = [out_dir / n for n in ("results.jsonl", "snapshot.json", "curves.png", "curves.svg", "run.json")]
     for name, text in (extra_files or {}).items():
         atomic_write_text(out_dir / name, text)

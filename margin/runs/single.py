@@ -44,14 +44,14 @@ def search(
     config = prepared.config
     assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"
     info = prepared.info
-    check_run_dir(prepared, out_dir, resume)  # before anything starts: a wrong folder fails fast
+    resuming = check_run_dir(prepared, out_dir, resume)  # before anything starts: a wrong folder fails fast
     made = not out_dir.exists()
     session = GuardSession(prepared.spec, info, config.call_settings(), guard=prepared.guard, pool=pool,
                            on_batch=on_batch)
     try:
         with session:
             # Only now, with the guard running, is anything written.
-            replay = open_run_dir(prepared, out_dir, resume)
+            replay = open_run_dir(prepared, out_dir, resuming)
             driver = session.search_recorded(
                 prepared.searches(), out_dir / "receipts.jsonl", replay.run_id or run_id or secrets.token_hex(8),
                 cache_path=(config.cache_path or default_cache_path()) if config.cache else None, replay=replay,

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any, Literal
 
+from margin.runrecord import LimitMethod, LimitSample
 from margin.types import Prompt
 
-LimitMethod = Literal["stratified", "first"]
 METHODS: tuple[str, ...] = ("stratified", "first")
 
 
@@ -54,25 +53,17 @@ def quotas(sizes: dict[str, int], n: int) -> dict[str, int]:
     return out
 
 
-def limit_record(prompts: Sequence[Prompt], limit: int | None, method: LimitMethod) -> dict[str, Any]:
+def limit_record(prompts: Sequence[Prompt], limit: int | None, method: LimitMethod) -> LimitSample | None:
     """run.json's account of the sample (nothing without --limit, or for a run made before it)."""
     if not limit or method == "first":
-        return {}
-    counts = {label: sum(p.label == label for p in prompts) for label in sorted({p.label for p in prompts})}
-    return {"limit_sample": {"method": method, "by_label": counts}}
+        return None
+    counts = tuple((label, sum(p.label == label for p in prompts)) for label in sorted({p.label for p in prompts}))
+    return LimitSample(method, counts)
 
 
-def describe(record: dict[str, Any], total: int) -> str:
+def describe(sample: LimitSample, total: int) -> str:
     """One line for the console: `--limit 10: a stratified sample of 10 of 48 prompts (...)`."""
-    sample = record["limit_sample"]
-    counts = ", ".join(f"{n} {label}" for label, n in sample["by_label"].items())
-    size = sum(sample["by_label"].values())
-    return (f"--limit: a {sample['method']} sample of {size} of {total} prompts ({counts}; in the dataset's "
+    counts = ", ".join(f"{n} {label}" for label, n in sample.by_label)
+    size = sum(n for _, n in sample.by_label)
+    return (f"--limit: a {sample.method} sample of {size} of {total} prompts ({counts}; in the dataset's "
             f"proportions, drawn with --seed)")
-
-
-def method_of(manifest: dict[str, Any]) -> LimitMethod:
-    """How a recorded run chose its prompts: a run with a limit and no record took the first N."""
-    if manifest.get("limit") and "limit_sample" not in manifest:
-        return "first"
-    return "stratified"

@@ -28,6 +28,7 @@ from margin.reports.completeness import (
 from margin.reports.pairings import Thresholds, model_order
 from margin.site.inputs import SiteInputs, Snapshot
 from margin.site.svg import LadderPoint, curves_svg, ladder_svg
+from margin.types import HEADLINE_FIGURES
 from margin.util.provenance import margin_version
 
 API = {"guardrails": "api/v1/margin/guardrails", "pairings": "api/v1/margin/pairings"}
@@ -281,7 +282,7 @@ class Pages:
         guards = [guard_view(r, float(body["meta"]["provenance"]["budget"]),
                              [d for d in tested if d["guard_id"] == r["id"]]) for r in body["data"]]
         return self._render("leaderboard.html", meta=body["meta"], guards=guards, columns=COLUMNS,
-                            names=names_of(pairings), **self._archive_note(snap, page))
+                            figures=HEADLINE_FIGURES, names=names_of(pairings), **self._archive_note(snap, page))
 
     def pairings(self, snap: Snapshot, page: str = "current") -> str:
         body = snap.body

@@ -20,7 +20,7 @@ from margin.guards.spec import GuardSpec, as_field
 from margin.judges.llm import LLMJudge
 from margin.judges.template import builtin_templates, load_template
 from margin.reports.pairings import Thresholds
-from margin.runfolder import info_record
+from margin.runrecord import info_record
 from margin.studies.config import (
     JudgeConfig,
     Loc,

@@ -7,11 +7,13 @@ from margin.reports.gap import GapRow, suite_gap
 from margin.reports.protocols import (
     ADAPTIVE_PROTOCOL,
     STANDARD_PROTOCOL,
-    mark_protocol,
+    protocol_for,
     protocol_of,
     require_one_protocol,
 )
-from margin.types import SearchResult
+from margin.reports.snapshot import build_snapshot, snapshot_entry
+from margin.reports.snapshot_schema import validate_snapshot
+from margin.types import GuardInfo, SearchResult
 
 
 def result(pid, label, cost, status="scored"):
@@ -35,19 +37,21 @@ def test_suite_gap_refuses_runs_that_disagree_on_labels():
         suite_gap([result("a", "unsafe", 1.0)], [result("a", "safe", 1.0)])
 
 
-def snapshot():
-    return {"meta": {"protocol": STANDARD_PROTOCOL, "methodology": "m.", "provenance": {}},
-            "data": [{"id": "g", "evaluation": {"caveats": ["c"]}}]}
+def snapshot(search):
+    guard = GuardInfo(id="g", family="k", checkpoint="", revision="", backend="python", caveats=("c",))
+    entry = snapshot_entry(guard, [result("a", "unsafe", 9.0), result("b", "safe", 100.0)], 100.0, {"search": search})
+    provenance = {"dataset": {"name": "d", "sha256": "1"}, "suite": {"name": "s", "sha256": "2"}, "budget": 100.0}
+    return build_snapshot([entry], provenance, protocol=protocol_for(search))
 
 
 def test_adaptive_snapshots_are_labelled_and_never_mixed_with_standard_ones():
-    adaptive = mark_protocol(snapshot(), "adaptive")
-    plain = mark_protocol(snapshot(), "cheapest")
+    adaptive, plain = snapshot("adaptive"), snapshot("cheapest")
     assert protocol_of(adaptive) == ADAPTIVE_PROTOCOL != STANDARD_PROTOCOL == protocol_of(plain)
-    assert adaptive["meta"]["provenance"]["protocol"] == ADAPTIVE_PROTOCOL
     assert adaptive["data"][0]["evaluation"]["upper_bound"] is True
     assert len(adaptive["data"][0]["evaluation"]["caveats"]) == 2 and "ADAPTIVE" in adaptive["meta"]["methodology"]
-    assert "upper_bound" not in plain["data"][0]["evaluation"]
+    assert "upper_bound" not in plain["data"][0]["evaluation"] and "ADAPTIVE" not in plain["meta"]["methodology"]
+    for built in (adaptive, plain):  # what is written is what the site reads
+        assert validate_snapshot(built, "built") is built
     assert require_one_protocol([plain, {"search": "exhaustive"}]) == STANDARD_PROTOCOL
     assert require_one_protocol([adaptive, {"search": "adaptive", "protocol": ADAPTIVE_PROTOCOL}]) == ADAPTIVE_PROTOCOL
     with pytest.raises(InputError, match="never merged or ranked") as info:

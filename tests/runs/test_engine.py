@@ -96,6 +96,8 @@ def test_drivers_split_the_prompts_over_shared_guard_actors_with_the_one_driver_
     assert (tmp_path / "one" / "run.json").read_bytes() == (tmp_path / "two" / "run.json").read_bytes()
     parts = sorted(p.name for p in (tmp_path / "two" / "drivers").iterdir())
     assert parts == ["1-of-2", "2-of-2"]
+    for j, part in enumerate(parts, start=1):  # each driver's record is the run's but for its shard
+        assert json.loads((tmp_path / "two" / "drivers" / part / "run.json").read_text())["shard"] == [j, 2]
     lines = list(read_jsonl(tmp_path / "two" / "receipts.jsonl"))
     assert sum(r["kind"] == "call" for r in lines) == one.guard_calls and len({r["run_id"] for r in lines}) == 1
     # Resuming a finished run makes no call and writes the same results again.

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from margin.reports.bootstrap import FIGURES
 from margin.reports.exports.bundle import ExportRun
 from margin.reports.tables import figure_value
 from margin.runfolder import dumps, flip_record
 from margin.types import SearchResult
-
-METRICS = ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy",
-           "clean_unsafe_accuracy", "clean_safe_accuracy")
 
 
 def explanation(result: SearchResult, budget: float) -> str:
@@ -58,7 +56,7 @@ def eval_log(bundle: ExportRun) -> dict[str, Any]:
     budget = run.budget
     samples = [sample(r, bundle.texts.get(r.prompt_id, ""), budget) for r in bundle.results]
     scored = sum(1 for r in bundle.results if r.status == "scored")
-    metrics = {name: {"name": name, "value": figure_value(record, name)} for name in METRICS
+    metrics = {name: {"name": name, "value": figure_value(record, name)} for name in FIGURES
                if figure_value(record, name) is not None}
     manifest = run.manifest
     return {
