@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from margin.cli import options as o
 from margin.cli.app import app, console, err
-from margin.cli.common import check_limits, check_or_fail, families, parse_share, print_tables
+from margin.cli.common import (
+    check_limits,
+    check_or_fail,
+    fail,
+    families,
+    parse_share,
+    print_tables,
+    rerun_command,
+)
+from margin.errors import EndpointDown
 
 
 @app.command()
@@ -44,6 +54,7 @@ def ablate(
     max_concurrency: o.MaxConcurrency = None,
     requests_per_second: o.RequestsPerSecond = None,
     hedge_after: o.HedgeAfter = None,
+    max_outage: o.MaxOutage = None,
 ) -> None:
     """One run per defence in front of the guard, on shared candidates: margins, changes against
     none with paired intervals, what each defence closes per family, and what it costs."""
@@ -53,7 +64,7 @@ def ablate(
 
     chosen = parse_defences(defences)
     limits = check_limits(max_attempts=max_attempts, call_timeout=call_timeout, max_concurrency=max_concurrency,
-                          requests_per_second=requests_per_second, hedge_after=hedge_after)
+                          requests_per_second=requests_per_second, hedge_after=hedge_after, max_outage=max_outage)
     spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
                             threshold=threshold, replicas=replicas, num_cpus=num_cpus, num_gpus=num_gpus)
     config = RunConfig(guard=spec, dataset=dataset, suite=suite, budget=budget, search=search, seed=seed, limit=limit,
@@ -80,7 +91,10 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -
     def start(defence: Any, index: int, total: int) -> None:
         err.print(f"[{index + 1}/{total}] {defence.label}", highlight=False)
 
-    outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, on_start=start)
+    try:
+        outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, on_start=start)
+    except EndpointDown as exc:
+        fail(f"{exc}. The ablation stopped; {no_resume(out_dir, prepared[0][1].config.cache)}")
     print_tables(ablation_tables(outcome.record))
     console.print(f"wrote {out_dir}/: one run folder per defence, {', '.join(p.name for p in outcome.files)}")
 
@@ -94,3 +108,10 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -
 
     check_or_fail([check(defence.label, result.results)
                    for (defence, _), result in zip(prepared, outcome.outcomes, strict=True)], CoverageError)
+
+
+def no_resume(out_dir: Path, cache: bool) -> str:
+    """What to do about an ablation that stopped: it cannot resume, so it runs again."""
+    again = ", answering from the verdict cache every text already asked" if cache else ""
+    return (f"what it recorded is kept in {out_dir}/, but margin ablate does not resume: run it again "
+            f"into a new folder (under runs/, or give another --out){again}: {rerun_command('ablate')}")

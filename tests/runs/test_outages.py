@@ -124,3 +124,25 @@ def test_an_endpoint_that_was_never_there_fails_at_once(tmp_path):
 def test_max_outage_takes_seconds_or_a_duration(tmp_path):
     proc = run_guard("http://127.0.0.1:9/v1", tmp_path / "run", "--max-outage", "soon")
     assert proc.returncode == 2 and "--max-outage" in proc.stderr and "10m" in proc.stderr
+
+
+def test_an_ablation_stops_past_its_max_outage_and_says_how_to_run_it_again(guard, tmp_path):
+    url, _ = guard
+    out = tmp_path / "ablation"
+    with FaultProxy(url.removesuffix("/v1"), mix=NO_MIX, outage=Outage(after=40, seconds=None)) as proxy:
+        stopped = margin("ablate", "--guard", "llama-guard-4", "--backend", "openai", "--base-url",
+                         f"{proxy.url}/v1", "--defences", "none", "--suite", "quick", "--limit", LIMIT,
+                         "--engine", "local", "--max-outage", "2s", "--out", str(out), cwd=tmp_path)
+        assert stopped.returncode == 1, stopped.stderr  # not the default 10 minutes' wait
+        message = stopped.stderr.strip().splitlines()[-1]
+        assert f"{proxy.url}/v1 has answered nothing since" in message and "max_outage 2 s" in message
+        assert f"kept in {out}/, but margin ablate does not resume" in message
+        assert "answering from the verdict cache every text already asked" in message
+        command = message.split("or give another --out), answering from the verdict cache every text "
+                                "already asked: ", 1)[1]
+        assert "--out" not in command and command.endswith("--max-outage 2s")
+        proxy.up()
+        again = margin(*shlex.split(command)[1:], cwd=tmp_path)  # the printed command, as printed
+    assert again.returncode == 0, again.stderr
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert (folder / "ablation.json").is_file()
