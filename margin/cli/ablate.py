@@ -15,6 +15,7 @@ from margin.cli.common import (
     check_or_fail,
     fail,
     families,
+    interrupted,
     parse_share,
     print_tables,
     rerun_command,
@@ -71,7 +72,11 @@ def ablate(
                        cost_norm=cost_norm, batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
                        ray_address=ray_address, cache=not no_cache,
                        max_missing=parse_share(max_missing, "--max-missing"), **limits)
-    run_defences(prepare_ablation(config, chosen), out, f"ablate-{spec.id or guard}", config.max_missing)
+    try:
+        prepared = prepare_ablation(config, chosen)
+    except KeyboardInterrupt:
+        interrupted(None, None)
+    run_defences(prepared, out, f"ablate-{spec.id or guard}", config.max_missing)
 
 
 def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -> None:
@@ -91,10 +96,17 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -
     def start(defence: Any, index: int, total: int) -> None:
         err.print(f"[{index + 1}/{total}] {defence.label}", highlight=False)
 
+    made = not out_dir.exists()
+    cache = prepared[0][1].config.cache
     try:
         outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, on_start=start)
+    except KeyboardInterrupt:
+        if kept_if_recorded(out_dir, made):
+            interrupted(out_dir, f"{no_resume(cache)}\n  {rerun_command('ablate')}")
+        interrupted(None, None)
     except EndpointDown as exc:
-        fail(f"{exc}. The ablation stopped; {no_resume(out_dir, prepared[0][1].config.cache)}")
+        fail(f"{exc}. The ablation stopped; what it recorded is kept in {out_dir}/; {no_resume(cache)} "
+             f"{rerun_command('ablate')}")
     print_tables(ablation_tables(outcome.record))
     console.print(f"wrote {out_dir}/: one run folder per defence, {', '.join(p.name for p in outcome.files)}")
 
@@ -110,8 +122,23 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -
                    for (defence, _), result in zip(prepared, outcome.outcomes, strict=True)], CoverageError)
 
 
-def no_resume(out_dir: Path, cache: bool) -> str:
+def no_resume(cache: bool) -> str:
     """What to do about an ablation that stopped: it cannot resume, so it runs again."""
     again = ", answering from the verdict cache every text already asked" if cache else ""
-    return (f"what it recorded is kept in {out_dir}/, but margin ablate does not resume: run it again "
-            f"into a new folder (under runs/, or give another --out){again}: {rerun_command('ablate')}")
+    return f"margin ablate does not resume: run it again into a new folder (under runs/, or give another --out){again}:"
+
+
+def kept_if_recorded(out_dir: Path, made: bool) -> bool:
+    """Whether an interrupted ablation recorded anything; if not, the defence folders it began
+    are removed (and `out_dir`, if it made it), so the same --out can be given again."""
+    from margin.runs.folder import remove_unstarted, unstarted
+
+    if not out_dir.is_dir():
+        return False
+    if any(not (entry.is_dir() and unstarted(entry)) for entry in out_dir.iterdir()):
+        return True
+    for entry in list(out_dir.iterdir()):
+        remove_unstarted(entry)
+    if made:
+        out_dir.rmdir()
+    return False

@@ -7,7 +7,7 @@ import shlex
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -84,6 +84,17 @@ def _without_out(command: str, argv: list[str] | None) -> list[str]:
         elif arg != "--resume" and not arg.startswith(("--out=", "--resume=")):
             kept.append(arg)
     return kept
+
+
+def interrupted(out_dir: Path | None, next_step: str | None) -> NoReturn:
+    """Ctrl-C: what was recorded stays in `out_dir`, and `next_step` says what to type next
+    (the command that continues it, or runs it again); exit 130. None: nothing was recorded."""
+    if out_dir is not None and next_step is not None:
+        err.print(f"interrupted: {out_dir}/ keeps what was recorded; {next_step}", markup=False,
+                  highlight=False, soft_wrap=True)
+    else:
+        err.print("interrupted before anything was recorded; nothing was written", markup=False, highlight=False)
+    raise typer.Exit(130)
 
 
 def families() -> dict[str, str]:

@@ -136,7 +136,7 @@ def test_an_ablation_stops_past_its_max_outage_and_says_how_to_run_it_again(guar
         assert stopped.returncode == 1, stopped.stderr  # not the default 10 minutes' wait
         message = stopped.stderr.strip().splitlines()[-1]
         assert f"{proxy.url}/v1 has answered nothing since" in message and "max_outage 2 s" in message
-        assert f"kept in {out}/, but margin ablate does not resume" in message
+        assert f"kept in {out}/; margin ablate does not resume" in message
         assert "answering from the verdict cache every text already asked" in message
         command = message.split("or give another --out), answering from the verdict cache every text "
                                 "already asked: ", 1)[1]
