@@ -107,6 +107,7 @@ def interrupt_and_resume(tmp_path: Path, engine_options: list[str], env: dict[st
     assert len((out / "results.jsonl").read_text().splitlines()) == 8
 
 
+@pytest.mark.slow  # the slow guard's whole run (about 11 s of its waits), in two subprocesses
 def test_ctrl_c_prints_the_resume_command_and_it_finishes_the_run(tmp_path):
     interrupt_and_resume(tmp_path, ["--engine", "local"])
 
@@ -125,6 +126,7 @@ def test_ctrl_c_before_anything_is_recorded_leaves_nothing(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow  # a study in two subprocesses (about 4 s of CPU) and the slow guard's waits
 def test_ctrl_c_in_a_study_prints_its_resume_command_and_it_finishes_the_study(tmp_path):
     out = tmp_path / "study"
     with toy_server() as url:
@@ -144,6 +146,7 @@ ABLATE = ["ablate", "--suite", "quick", "--limit", "4", "--search", "cheapest", 
           "--batch-size", "2", "--no-cache", "--engine", "local"]
 
 
+@pytest.mark.slow  # two ablations of the slow guard (about 4 s of CPU and its waits)
 def test_ctrl_c_in_an_ablation_prints_the_command_that_runs_it_again(tmp_path):
     out = tmp_path / "ablation"
     args = [*ABLATE, "--guard", slow_guard(tmp_path), "--out", str(out)]
@@ -185,6 +188,7 @@ def test_an_interrupted_ablation_that_recorded_nothing_leaves_no_folder_to_refus
     assert not kept_if_recorded(given, made=False) and given.is_dir() and not any(given.iterdir())
 
 
+@pytest.mark.slow  # two whole runs of the slow guard (about 22 s of its waits)
 def test_a_run_killed_before_its_first_receipt_reruns_and_resumes_in_its_folder(tmp_path):
     """kill -9 once run.json is written and the guard's first call is under way (case 11)."""
     guard = slow_guard(tmp_path, first_call_wait=120)
@@ -214,6 +218,7 @@ def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(tmp_path):
     assert "\x1b[" not in proc.stderr  # no terminal control codes in a log
 
 
+@pytest.mark.slow  # the slow guard's whole run (about 11 s of its waits)
 def test_progress_on_a_terminal_is_a_bar_with_the_time_left(tmp_path):
     controller, terminal = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "margin", "run", "--guard", slow_guard(tmp_path), *OPTIONS,
