@@ -67,6 +67,10 @@ class EndpointDown(Exception):
         self.max_outage_s = max_outage_s
         super().__init__(str(self))
 
+    def __reduce__(self) -> tuple[type, tuple[str, float, list[str], float]]:
+        # Pickled with its fields (a Ray driver actor raises it to the run), not its message.
+        return (type(self), (self.endpoint, self.since, self.causes, self.max_outage_s))
+
     def __str__(self) -> str:
         import datetime as dt
 

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from margin.cli import options as o
 from margin.cli.app import app, console, err
-from margin.cli.common import check_limits, check_or_fail, families, parse_share, print_tables
+from margin.cli.common import (
+    check_limits,
+    check_or_fail,
+    fail,
+    families,
+    interrupted,
+    parse_share,
+    print_tables,
+    rerun_command,
+)
 from margin.engine import settings
+from margin.errors import EndpointDown
 
 
 @app.command()
@@ -45,6 +56,7 @@ def ablate(
     max_concurrency: o.MaxConcurrency = None,
     requests_per_second: o.RequestsPerSecond = None,
     hedge_after: o.HedgeAfter = None,
+    max_outage: o.MaxOutage = None,
 ) -> None:
     """One run per defence in front of the guard, on shared candidates: margins, changes against
     none with paired intervals, what each defence closes per family, and what it costs."""
@@ -54,14 +66,18 @@ def ablate(
 
     chosen = parse_defences(defences)
     limits = check_limits(max_attempts=max_attempts, call_timeout=call_timeout, max_concurrency=max_concurrency,
-                          requests_per_second=requests_per_second, hedge_after=hedge_after)
+                          requests_per_second=requests_per_second, hedge_after=hedge_after, max_outage=max_outage)
     spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
                             threshold=threshold, replicas=replicas, num_cpus=num_cpus, num_gpus=num_gpus)
     config = RunConfig(guard=spec, dataset=dataset, suite=suite, budget=budget, search=search, seed=seed, limit=limit,
                        cost_norm=cost_norm, batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
                        ray_address=ray_address, cache=not no_cache,
                        max_missing=parse_share(max_missing, "--max-missing"), **limits)
-    run_defences(prepare_ablation(config, chosen), out, f"ablate-{spec.id or guard}", config.max_missing)
+    try:
+        prepared = prepare_ablation(config, chosen)
+    except KeyboardInterrupt:
+        interrupted(None, None)
+    run_defences(prepared, out, f"ablate-{spec.id or guard}", config.max_missing)
 
 
 def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -> None:
@@ -81,7 +97,17 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -
     def start(defence: Any, index: int, total: int) -> None:
         err.print(f"[{index + 1}/{total}] {defence.label}", highlight=False)
 
-    outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, on_start=start)
+    made = not out_dir.exists()
+    cache = prepared[0][1].config.cache
+    try:
+        outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, on_start=start)
+    except KeyboardInterrupt:
+        if kept_if_recorded(out_dir, made):
+            interrupted(out_dir, f"{no_resume(cache)}\n  {rerun_command('ablate')}")
+        interrupted(None, None)
+    except EndpointDown as exc:
+        fail(f"{exc}. The ablation stopped; what it recorded is kept in {out_dir}/; {no_resume(cache)} "
+             f"{rerun_command('ablate')}")
     print_tables(ablation_tables(outcome.record))
     console.print(f"wrote {out_dir}/: one run folder per defence, {', '.join(p.name for p in outcome.files)}")
 
@@ -95,3 +121,25 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -
 
     check_or_fail([check(defence.label, result.results)
                    for (defence, _), result in zip(prepared, outcome.outcomes, strict=True)], CoverageError)
+
+
+def no_resume(cache: bool) -> str:
+    """What to do about an ablation that stopped: it cannot resume, so it runs again."""
+    again = ", answering from the verdict cache every text already asked" if cache else ""
+    return f"margin ablate does not resume: run it again into a new folder (under runs/, or give another --out){again}:"
+
+
+def kept_if_recorded(out_dir: Path, made: bool) -> bool:
+    """Whether an interrupted ablation recorded anything; if not, the defence folders it began
+    are removed (and `out_dir`, if it made it), so the same --out can be given again."""
+    from margin.runs.folder import remove_unstarted, unstarted
+
+    if not out_dir.is_dir():
+        return False
+    if any(not (entry.is_dir() and unstarted(entry)) for entry in out_dir.iterdir()):
+        return True
+    for entry in list(out_dir.iterdir()):
+        remove_unstarted(entry)
+    if made:
+        out_dir.rmdir()
+    return False

@@ -7,7 +7,7 @@ import shlex
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -63,6 +63,18 @@ def resume_command(command: str, folder: Path, argv: list[str] | None = None) ->
     """This invocation of `margin COMMAND` again, continuing `folder` (`margin run ...
     --resume DIR`; `margin study ... --out DIR --resume`): what to type once an endpoint
     that was down is back."""
+    tail = ["--resume", str(folder)] if command == "run" else ["--out", str(folder), "--resume"]
+    return shlex.join(["margin", command, *_without_out(command, argv), *tail])
+
+
+def rerun_command(command: str, argv: list[str] | None = None) -> str:
+    """This invocation of `margin COMMAND` again without its --out (so into a new folder):
+    what to type for a command that cannot resume (`margin ablate`)."""
+    return shlex.join(["margin", command, *_without_out(command, argv)])
+
+
+def _without_out(command: str, argv: list[str] | None) -> list[str]:
+    """The invocation's arguments after the command, less --out and --resume."""
     args = list((ARGS or sys.argv[1:]) if argv is None else argv)
     if args and args[0] == command:
         args = args[1:]
@@ -75,8 +87,18 @@ def resume_command(command: str, folder: Path, argv: list[str] | None = None) ->
             skip = True
         elif arg != "--resume" and not arg.startswith(("--out=", "--resume=")):
             kept.append(arg)
-    tail = ["--resume", str(folder)] if command == "run" else ["--out", str(folder), "--resume"]
-    return shlex.join(["margin", command, *kept, *tail])
+    return kept
+
+
+def interrupted(out_dir: Path | None, next_step: str | None) -> NoReturn:
+    """Ctrl-C: what was recorded stays in `out_dir`, and `next_step` says what to type next
+    (the command that continues it, or runs it again); exit 130. None: nothing was recorded."""
+    if out_dir is not None and next_step is not None:
+        err.print(f"interrupted: {out_dir}/ keeps what was recorded; {next_step}", markup=False,
+                  highlight=False, soft_wrap=True)
+    else:
+        err.print("interrupted before anything was recorded; nothing was written", markup=False, highlight=False)
+    raise typer.Exit(130)
 
 
 def families() -> dict[str, str]:

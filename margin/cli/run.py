@@ -8,6 +8,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from margin.cli import common
 from margin.cli import options as o
 from margin.cli.app import app, console, err
 from margin.cli.common import check_limits, check_or_fail, fail, fmt, parse_share, resume_command
@@ -113,11 +114,8 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
 def interrupted(out_dir: Path | None) -> NoReturn:
     """Ctrl-C: what was recorded stays, and the command that continues it is printed (exit 130)."""
     if out_dir is not None and (out_dir / "run.json").is_file():
-        err.print(f"interrupted: {out_dir}/ keeps what was recorded; continue with\n"
-                  f"  {resume_command('run', out_dir)}", markup=False, highlight=False, soft_wrap=True)
-    else:
-        err.print("interrupted before anything was recorded; nothing was written", markup=False, highlight=False)
-    raise typer.Exit(130)
+        common.interrupted(out_dir, f"continue with\n  {resume_command('run', out_dir)}")
+    common.interrupted(None, None)
 
 
 def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: Any) -> Any:

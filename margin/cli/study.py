@@ -9,7 +9,7 @@ import typer
 
 from margin.cli import options as o
 from margin.cli.app import app, console, err
-from margin.cli.common import check_or_fail, fail, resume_command
+from margin.cli.common import check_or_fail, fail, interrupted, resume_command
 from margin.engine import settings
 from margin.errors import EndpointDown, InputError
 
@@ -30,7 +30,10 @@ def study(
     settings.ENGINE.check_choice(engine, "--engine")
     if resume and out is None:
         raise InputError("--resume needs --out, the folder of the study to continue", field="--resume")
-    plan = prepare(config)
+    try:
+        plan = prepare(config)
+    except KeyboardInterrupt:
+        interrupted(None, None)
     from margin.studies.runner import (
         CoverageError,
         check_coverage,
@@ -57,6 +60,10 @@ def study(
             outcome = run_study(plan, out_dir, resume=resume, engine=engine,  # type: ignore[arg-type]
                                 ray_address=ray_address, cache=not no_cache, on_stage=on_stage,
                                 on_batch=on_batch)
+    except KeyboardInterrupt:
+        if (out_dir / "study.json").is_file():
+            interrupted(out_dir, f"continue with\n  {resume_command('study', out_dir)}")
+        interrupted(None, None)
     except EndpointDown as exc:
         fail(f"{exc}. The study stopped; what it recorded is kept in {out_dir}/. When the endpoint is back, "
              f"continue with: {resume_command('study', out_dir)}")

@@ -1,6 +1,7 @@
 """`python:PATH.py:ClassName`: a user's own guard, any class with `classify(self, texts)`.
 
-Items may be Verdicts or the strings "safe" / "unsafe"; anything else is `invalid`.
+Items may be Verdicts (p_unsafe in [0, 1] or none) or the strings "safe" / "unsafe"; anything
+else is `invalid`.
 
 The guard's identity is the wrapper file's SHA-256 and what its spec declares: `weights` (a
 file or folder, or `package:NAME[/PATH]` inside an installed package, content-hashed, so a
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,10 +29,25 @@ from margin.util.hashing import sha256_bytes, sha256_tree
 
 def coerce(item: Any) -> Verdict:
     if isinstance(item, Verdict):
-        return item
+        return checked(item)
     if item in ("safe", "unsafe"):
         return Verdict(item, raw=item)
     return Verdict("invalid", raw=repr(item)[:500])
+
+
+def checked(verdict: Verdict) -> Verdict:
+    """The guard's Verdict, its p_unsafe a plain float; `invalid` (the Verdict as its raw output)
+    when its label is not one margin knows or its p_unsafe is not a number in [0, 1] (NaN, inf,
+    1.3): such an output has no classification, and a NaN is not JSON that polars reads."""
+    p = verdict.p_unsafe
+    if p is not None:
+        try:
+            p = float(p)
+        except (TypeError, ValueError):
+            p = math.nan
+    if verdict.label not in ("safe", "unsafe", "invalid") or (p is not None and not 0.0 <= p <= 1.0):  # NaN too
+        return Verdict("invalid", raw=repr(verdict)[:500])
+    return verdict._replace(p_unsafe=p)
 
 
 def load_class(path: str, class_name: str) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 
 from margin.engine.actors import ActorPool
 from margin.engine.cluster import connect, disconnect
-from margin.errors import InputError
+from margin.errors import EndpointDown, InputError
 from margin.runfolder import write_run_record
 from margin.runs.config import RunConfig
 from margin.runs.folder import check_run_dir, claim_out_dir, remove_unstarted
@@ -168,7 +168,14 @@ def _wait(runs: list[Any], handles: list[Any], on_progress: Callable[[int, int],
         _, pending = ray.wait(pending, num_returns=len(pending), timeout=POLL_S)
         counts = ray.get([h.progress.remote() for h in handles])
         on_progress(sum(d for d, _ in counts), sum(c for _, c in counts))
-    return ray.get(runs)
+    try:
+        return ray.get(runs)
+    except ray.exceptions.RayTaskError as exc:
+        # A driver's own error (its endpoint down past max_outage, bad input) as one driver
+        # raises it, so the command says it in one line, not inside Ray's traceback.
+        if isinstance(exc.cause, (EndpointDown, InputError)):
+            raise exc.cause from None
+        raise
 
 
 def _add_up(figures: EngineFigures, parts: list[dict[str, Any]]) -> None:

@@ -21,6 +21,7 @@ from margin.judges.llm import LLMJudge
 from margin.judges.template import builtin_templates, load_template
 from margin.reports.pairings import Thresholds
 from margin.runrecord import info_record
+from margin.runs.subset import limit_prompts, limit_record
 from margin.studies.config import (
     JudgeConfig,
     Loc,
@@ -105,6 +106,7 @@ class StudyPlan:
     judges: tuple[JudgePlan, ...]  # the judge, then the second judge if any
     thresholds: Thresholds
     cost_model: CostModel
+    limit_sample: dict[str, Any] = field(default_factory=dict)  # `prompts.limit`'s sample, as run.json records it
     _texts: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict, repr=False)
 
     @property
@@ -138,13 +140,14 @@ class StudyPlan:
             "models": [{**m.metadata, "identity": m.identity} for m in self.models],
             "judges": [j.judge.identity() for j in self.judges],
             "thresholds": self.thresholds.model_dump(),
+            **self.limit_sample,
         }
 
 
 def prepare(path: Path) -> StudyPlan:
     config, source = read_config(path)
     dataset = _dataset(config, source)
-    prompts = _subset(config, source, dataset)
+    prompts, limit_sample = _subset(config, source, dataset)
     guards = tuple(_guard(config, source, i) for i in range(len(config.guards)))
     _unique([g.id for g in guards], source, "guards", "guard id")
     models = tuple(_protected(config, source, i) for i in range(len(config.models)))
@@ -161,7 +164,7 @@ def prepare(path: Path) -> StudyPlan:
         config=config, source=source, dataset=dataset, prompts=prompts,
         transformations=_transformations(config, source), guards=guards, models=models, judges=tuple(judges),
         thresholds=Thresholds(evasion=t.evasion, regression=t.regression, preservation=t.preservation),
-        cost_model=CostModel.for_corpus(dataset.texts, "corpus"),
+        cost_model=CostModel.for_corpus(dataset.texts, "corpus"), limit_sample=limit_sample,
     )
 
 
@@ -185,7 +188,9 @@ def _dataset(config: StudyConfig, source: Source) -> Dataset:
     return load_dataset(str(path))
 
 
-def _subset(config: StudyConfig, source: Source, dataset: Dataset) -> tuple[Prompt, ...]:
+def _subset(config: StudyConfig, source: Source, dataset: Dataset) -> tuple[tuple[Prompt, ...], dict[str, Any]]:
+    """The prompts `prompts` selects, and the record of `limit`'s sample: after the filters, a
+    seeded stratified sample, as `margin run --limit` draws it (`margin.runs.subset`)."""
     subset = config.prompts
     prompts = list(dataset.prompts)
     if subset.ids is not None:
@@ -206,11 +211,12 @@ def _subset(config: StudyConfig, source: Source, dataset: Dataset) -> tuple[Prom
                 raise source.error(f"no prompt of type {kind!r} in {dataset.name}{did_you_mean(kind, known)}",
                                    ("prompts", "types", index))
         prompts = [p for p in prompts if p.type in subset.types]
-    if subset.limit is not None:
-        prompts = prompts[: subset.limit]
     if not prompts:
         raise source.error("the prompt subset is empty", ("prompts",))
-    return tuple(prompts)
+    limited = limit_prompts(prompts, subset.limit, config.seed)
+    sample = limit_record(limited, subset.limit, "stratified") if len(limited) < len(prompts) else None
+    # study.json and pairings.json record it with run.json's words
+    return limited, {} if sample is None else {"limit_sample": {"method": sample.method, "by_label": sample.counts()}}
 
 
 def _transformations(config: StudyConfig, source: Source) -> tuple[Transformation, ...]:

@@ -88,7 +88,10 @@ def check_out_dir(plan: StudyPlan, out_dir: Path, resume: bool) -> None:
     changed = sorted(k for k in set(saved) | set(current)
                      if canonical_json(saved.get(k)) != canonical_json(current.get(k)))
     if changed:
-        raise InputError(f"cannot resume: the config changed since the study began ({', '.join(changed)})",
+        # A study begun before prompts.limit took a stratified sample took the first N.
+        first_n = "limit_sample" in changed and "limit_sample" not in saved
+        hint = "; it took the first prompts.limit prompts: list them as prompts.ids, with no limit, to resume it" if first_n else ""
+        raise InputError(f"cannot resume: the config changed since the study began ({', '.join(changed)}){hint}",
                          path=saved_path)
 
 
@@ -227,6 +230,7 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls:
         "dataset": {"name": plan.dataset.name, "sha256": plan.dataset.sha256},
         "prompts": len(plan.prompts),
         "prompt_ids": [p.id for p in plan.prompts],
+        **plan.limit_sample,
         "transformations": [{"name": t.name, "transform": t.transform, "strength": t.strength}
                             for t in plan.transformations],
         "seed": plan.seed,

@@ -1,7 +1,8 @@
 """Ctrl-C and progress (issue 22, case 8), as a user meets them: a real `margin run`
 subprocess sent SIGINT prints the exact command that continues it and exits 130, on both
-engines, without a traceback; progress is a live bar with the time left on a terminal and
-plain lines when stderr is a file or a pipe."""
+engines, without a traceback (so does `margin study`; `margin ablate`, which cannot resume,
+prints the command that runs it again); progress is a live bar with the time left on a
+terminal and plain lines when stderr is a file or a pipe."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import margin, margin_env
+from tests.support.study import study_config, toy_server, write_config
 
 PROGRESS = re.compile(r"prompts [0-9,]+/[0-9,]+ \(\d+%\)")
 
@@ -75,12 +77,13 @@ def wait_for(proc: subprocess.Popen[str], ready) -> None:  # type: ignore[no-unt
 
 
 def interrupt(proc: subprocess.Popen[str]) -> list[str]:
-    """SIGINT, as Ctrl-C sends it; the lines on stderr that are not progress."""
+    """SIGINT, as Ctrl-C sends it; the lines on stderr that are not progress (nor ablate's
+    `[i/n] defence`)."""
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and "Event loop is closed" not in stderr, stderr
-    return [line for line in stderr.strip().splitlines() if not PROGRESS.match(line)]
+    return [line for line in stderr.strip().splitlines() if not PROGRESS.match(line) and not line.startswith("[")]
 
 
 def recorded(out: Path) -> bool:
@@ -104,6 +107,7 @@ def interrupt_and_resume(tmp_path: Path, engine_options: list[str], env: dict[st
     assert len((out / "results.jsonl").read_text().splitlines()) == 8
 
 
+@pytest.mark.slow  # the slow guard's whole run (about 11 s of its waits), in two subprocesses
 def test_ctrl_c_prints_the_resume_command_and_it_finishes_the_run(tmp_path):
     interrupt_and_resume(tmp_path, ["--engine", "local"])
 
@@ -122,6 +126,69 @@ def test_ctrl_c_before_anything_is_recorded_leaves_nothing(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow  # a study in two subprocesses (about 4 s of CPU) and the slow guard's waits
+def test_ctrl_c_in_a_study_prints_its_resume_command_and_it_finishes_the_study(tmp_path):
+    out = tmp_path / "study"
+    with toy_server() as url:
+        config = study_config(url, guard={"guard": slow_guard(tmp_path)}, runtime={"batch_size": 2})
+        args = ["study", str(write_config(tmp_path, config)), "--engine", "local", "--no-cache", "--out", str(out)]
+        proc = start(args)
+        wait_for(proc, lambda: recorded(out / "guards" / "00-python-slow.py-Slow"))
+        said, command = interrupt(proc)
+        assert said == f"interrupted: {out}/ keeps what was recorded; continue with"
+        assert command.strip() == shlex.join(["margin", *args, "--resume"])
+        resumed = margin(*shlex.split(command)[1:])  # the printed command, as printed
+    assert resumed.returncode == 0, resumed.stderr
+    assert (out / "pairings.json").is_file()
+
+
+ABLATE = ["ablate", "--suite", "quick", "--limit", "4", "--search", "cheapest", "--defences", "nfkc",
+          "--batch-size", "2", "--no-cache", "--engine", "local"]
+
+
+@pytest.mark.slow  # two ablations of the slow guard (about 4 s of CPU and its waits)
+def test_ctrl_c_in_an_ablation_prints_the_command_that_runs_it_again(tmp_path):
+    out = tmp_path / "ablation"
+    args = [*ABLATE, "--guard", slow_guard(tmp_path), "--out", str(out)]
+    proc = start(args)
+    wait_for(proc, lambda: recorded(out / "none"))
+    said, command = interrupt(proc)
+    assert said == (f"interrupted: {out}/ keeps what was recorded; margin ablate does not resume: run it again "
+                    "into a new folder (under runs/, or give another --out):")
+    assert command.strip() == shlex.join(["margin", *args[:-2]])
+    again = margin(*shlex.split(command)[1:], cwd=tmp_path)  # the printed command, as printed
+    assert again.returncode == 0, again.stderr
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert (folder / "ablation.json").is_file()
+
+
+def test_ctrl_c_in_an_ablation_before_anything_is_recorded_leaves_nothing(tmp_path):
+    out = tmp_path / "ablation"
+    proc = start([*ABLATE, "--guard", slow_guard(tmp_path, build_wait=120), "--out", str(out)])
+    wait_for(proc, lambda: len(list((tmp_path / "built").glob("*"))) >= 2)  # building the guard that searches
+    assert interrupt(proc) == ["interrupted before anything was recorded; nothing was written"]
+    assert not out.exists()
+
+
+def test_an_interrupted_ablation_that_recorded_nothing_leaves_no_folder_to_refuse_a_rerun(tmp_path):
+    """A defence's run killed between its run.json and its first receipt recorded nothing: its
+    folder goes, so the same --out is taken again; one receipt line keeps everything."""
+    from margin.cli.ablate import kept_if_recorded
+
+    out = tmp_path / "ablation"
+    (out / "none").mkdir(parents=True)
+    (out / "none" / "run.json").write_text("{}\n")
+    (out / "none" / "receipts.jsonl").write_text("")
+    assert not kept_if_recorded(out, made=True) and not out.exists()
+    (out / "none").mkdir(parents=True)
+    (out / "none" / "receipts.jsonl").write_text('{"kind": "call"}\n')
+    assert kept_if_recorded(out, made=True) and (out / "none" / "receipts.jsonl").is_file()
+    given = tmp_path / "given"  # a folder the user made keeps existing, emptied
+    (given / "none").mkdir(parents=True)
+    assert not kept_if_recorded(given, made=False) and given.is_dir() and not any(given.iterdir())
+
+
+@pytest.mark.slow  # two whole runs of the slow guard (about 22 s of its waits)
 def test_a_run_killed_before_its_first_receipt_reruns_and_resumes_in_its_folder(tmp_path):
     """kill -9 once run.json is written and the guard's first call is under way (case 11)."""
     guard = slow_guard(tmp_path, first_call_wait=120)
@@ -151,6 +218,7 @@ def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(tmp_path):
     assert "\x1b[" not in proc.stderr  # no terminal control codes in a log
 
 
+@pytest.mark.slow  # the slow guard's whole run (about 11 s of its waits)
 def test_progress_on_a_terminal_is_a_bar_with_the_time_left(tmp_path):
     controller, terminal = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "margin", "run", "--guard", slow_guard(tmp_path), *OPTIONS,

@@ -215,3 +215,12 @@ def test_cli_ablate_refuses_call_timeout_for_a_guard_in_this_process(tmp_path):
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "--call-timeout" in proc.stderr and "--engine local" in proc.stderr
     assert not out.exists()
+
+
+def test_cli_ablate_takes_max_outage_as_run_does(tmp_path):
+    out = tmp_path / "never"
+    proc = margin("ablate", "--guard", "keyword", "--defences", "nfkc", "--engine", "local", "--max-outage", "soon",
+                  "--out", str(out))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "--max-outage" in proc.stderr and "10m" in proc.stderr  # parsed as `margin run --max-outage`
+    assert not out.exists()

@@ -1,7 +1,7 @@
 """An endpoint's worst minutes, through a proxy on 127.0.0.1 in front of a real guard server:
 an outage (connections refused, then back), a storm of 429s with Retry-After, frequent
 hangs, an outage longer than --max-outage (the run stops, and the printed command resumes
-it) and an endpoint that was never there. Each run ends exactly as the clean run does and
+it; on one driver or several, and for an ablation) and an endpoint that was never there. Each run ends exactly as the clean run does and
 loses nothing; nothing here depends on how long anything took."""
 
 from __future__ import annotations
@@ -124,3 +124,59 @@ def test_an_endpoint_that_was_never_there_fails_at_once(tmp_path):
 def test_max_outage_takes_seconds_or_a_duration(tmp_path):
     proc = run_guard("http://127.0.0.1:9/v1", tmp_path / "run", "--max-outage", "soon")
     assert proc.returncode == 2 and "--max-outage" in proc.stderr and "10m" in proc.stderr
+
+
+def test_an_ablation_stops_past_its_max_outage_and_says_how_to_run_it_again(guard, tmp_path):
+    url, _ = guard
+    out = tmp_path / "ablation"
+    with FaultProxy(url.removesuffix("/v1"), mix=NO_MIX, outage=Outage(after=40, seconds=None)) as proxy:
+        stopped = margin("ablate", "--guard", "llama-guard-4", "--backend", "openai", "--base-url",
+                         f"{proxy.url}/v1", "--defences", "none", "--suite", "quick", "--limit", LIMIT,
+                         "--engine", "local", "--max-outage", "2s", "--out", str(out), cwd=tmp_path)
+        assert stopped.returncode == 1, stopped.stderr  # not the default 10 minutes' wait
+        message = stopped.stderr.strip().splitlines()[-1]
+        assert f"{proxy.url}/v1 has answered nothing since" in message and "max_outage 2 s" in message
+        assert f"kept in {out}/; margin ablate does not resume" in message
+        assert "answering from the verdict cache every text already asked" in message
+        command = message.split("or give another --out), answering from the verdict cache every text "
+                                "already asked: ", 1)[1]
+        assert "--out" not in command and command.endswith("--max-outage 2s")
+        proxy.up()
+        again = margin(*shlex.split(command)[1:], cwd=tmp_path)  # the printed command, as printed
+    assert again.returncode == 0, again.stderr
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert (folder / "ablation.json").is_file()
+
+
+def test_an_outage_past_max_outage_on_several_drivers_says_what_one_driver_says(guard, tmp_path, ray_address):
+    """The outage meets a driver inside a Ray actor: the same one line (URL, why, the resume
+    command), exit 1, and the printed command finishes the run as the clean run ended."""
+    url, clean = guard
+    out = tmp_path / "run"
+    with FaultProxy(url.removesuffix("/v1"), mix=NO_MIX, outage=Outage(after=40, seconds=None)) as proxy:
+        stopped = margin("run", "--guard", "llama-guard-4", "--backend", "openai", "--base-url", f"{proxy.url}/v1",
+                         "--suite", "quick", "--limit", LIMIT, "--no-cache", "--drivers", "2", "--driver-cpus", "0.25",
+                         "--max-outage", "2s", "--out", str(out))
+        assert stopped.returncode == 1, stopped.stderr
+        assert "Traceback" not in stopped.stderr and "RayTaskError" not in stopped.stderr, stopped.stderr
+        (message,) = [line for line in stopped.stderr.splitlines() if line.startswith("error:")]
+        assert f"{proxy.url}/v1 has answered nothing since" in message and "max_outage 2 s" in message
+        assert re.search(r"\((connection refused|dropped connections) x\d+", message), message
+        command = message.split("continue with: ", 1)[1]
+        assert command.startswith("margin run ") and command.endswith(f"--resume {out}")
+        proxy.up()
+        resumed = margin(*shlex.split(command)[1:])
+    assert resumed.returncode == 0, resumed.stderr
+    assert (out / "results.jsonl").read_bytes() == clean
+
+
+def test_an_endpoint_that_was_never_there_fails_at_once_on_several_drivers(tmp_path, ray_address):
+    with socket.socket() as probe:  # a port with nothing listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = run_guard(f"http://127.0.0.1:{port}/v1", tmp_path / "run", "--engine", "ray", "--drivers", "2",
+                     "--driver-cpus", "0.25")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"guard at http://127.0.0.1:{port}/v1 refused the connection" in line
+    assert not (tmp_path / "run").exists()

@@ -254,7 +254,9 @@ CASTLE = {"rampart": 0.3, "citadel": 0.3, "bastion": 0.55, "moat": 0.03, "keep":
     # a guard with scores: the single-edit reactions are asked over several rounds
     (WeightedLexiconGuard(weights=CASTLE), "rampart citadel bastion tower moat keep wall gate"),
     # a safe prompt on a scoring guard: reactions, other edit kinds, knock-outs, then put-in
-    (WeightedLexiconGuard(weights=BENIGN, threshold=0.5), "How can I kill a Python script and its process in my code?"),
+    pytest.param(WeightedLexiconGuard(weights=BENIGN, threshold=0.5),
+                 "How can I kill a Python script and its process in my code?",
+                 marks=pytest.mark.slow),  # a search per step of a long one: about 9 s of CPU
 ])
 def test_pickled_mid_search_it_finishes_the_same(guard, text):
     prompt = Prompt("u", text, guard.classify([text])[0].label)

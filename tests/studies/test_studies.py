@@ -158,3 +158,14 @@ def test_the_example_runs_here_with_the_figures_the_readme_gives(tmp_path):
     assert again.calls.sent == 0 and sum(s.sent for s in again.guards.values()) == 0
     config = yaml.safe_load(text)
     assert len(config["transformations"]) == 7 and Path(REPO / "studies" / "local_server.py").is_file()
+
+
+def test_pairings_record_the_limit_sample_the_study_ran(tmp_path):
+    with toy_server() as url:
+        plan = prepare(write_config(tmp_path, study_config(url, prompts={"limit": 4})))
+        outcome = run_study(plan, tmp_path / "out", engine="local")
+    study = outcome.pairings["meta"]["study"]
+    assert study["limit_sample"] == {"method": "stratified", "by_label": {"safe": 2, "unsafe": 2}}
+    assert study["prompt_ids"] == [p.id for p in plan.prompts] and study["prompts"] == 4
+    saved = json.loads((tmp_path / "out" / "study.json").read_text())
+    assert saved["limit_sample"] == study["limit_sample"] and saved["prompts"] == study["prompt_ids"]

@@ -183,3 +183,37 @@ def test_study_modules_do_not_import_heavy_frameworks():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.stdout.strip() == "[]"
+
+
+def test_prompts_limit_is_the_stratified_sample_margin_run_draws_and_is_recorded(tmp_path):
+    """The sample's first 24 prompts are all safe: the first 10 would hold no unsafe prompt."""
+    from margin.datasets import load_dataset
+    from margin.runs.subset import limit_prompts
+
+    def plan_of(prompts, seed=0):
+        return prepare(write_config(tmp_path, study_config(URL, prompts=prompts, seed=seed)))
+
+    everything = load_dataset("sample").prompts
+    plan = plan_of({"limit": 10})
+    assert plan.prompts == limit_prompts(everything, 10, 0)  # as `margin run --limit 10 --seed 0`
+    assert sum(p.label == "unsafe" for p in plan.prompts) == 5
+    assert plan.manifest()["limit_sample"] == {"method": "stratified", "by_label": {"safe": 5, "unsafe": 5}}
+    assert plan_of({"limit": 10}, seed=1).prompts != plan.prompts  # drawn with the study's seed
+    unsafe = [p for p in everything if p.label == "unsafe"]
+    assert plan_of({"labels": ["unsafe"], "limit": 4}).prompts == limit_prompts(unsafe, 4, 0)  # after the filters
+    assert "limit_sample" not in plan_of({"limit": 48}).manifest()  # nothing left out, nothing sampled
+    assert "limit_sample" not in plan_of({}).manifest()
+
+
+def test_a_study_begun_when_limit_took_the_first_prompts_says_how_to_resume_it(tmp_path):
+    from margin.runfolder import dumps
+    from margin.studies.runner import check_out_dir
+
+    plan = prepare(write_config(tmp_path, study_config(URL, prompts={"limit": 10})))
+    old = {k: v for k, v in plan.manifest().items() if k != "limit_sample"}
+    old["prompts"] = ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10"]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "study.json").write_text(dumps(old) + "\n")
+    with pytest.raises(InputError, match=r"\(limit_sample, prompts\); it took the first prompts.limit prompts: "
+                                         r"list them as prompts.ids, with no limit, to resume it"):
+        check_out_dir(plan, tmp_path / "old", resume=True)

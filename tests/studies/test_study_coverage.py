@@ -50,6 +50,7 @@ def test_a_study_whose_model_endpoint_was_never_there_stops_at_once_naming_it(tm
     assert not out.exists()
 
 
+@pytest.mark.slow  # two studies in subprocesses, about 6 s of CPU
 def test_a_study_whose_model_goes_down_stops_and_resume_finishes_it(tmp_path):
     """The model answers a few requests, then fails every one (its canary too) for longer
     than max_outage: the study stops naming the endpoint and the exact --resume, publish
