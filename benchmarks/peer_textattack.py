@@ -1,10 +1,11 @@
-"""TextAttack's DeepWordBug against a guard served over HTTP: the peer half of
-`benchmarks/peer_deepwordbug.py`, which starts it. It runs in TextAttack's own virtual
-environment (TextAttack pins transformers 4.x; margin needs 5.x), so it imports nothing of
-margin: only the standard library and TextAttack.
+"""TextAttack's character-level recipes against a guard served over HTTP: the peer half of
+`benchmarks/peer.py`, which starts it. It runs in TextAttack's own virtual environment
+(TextAttack pins transformers 4.x; margin needs 5.x), so it imports nothing of margin: only
+the standard library and TextAttack.
 
-    python deepwordbug_textattack.py --setup     # once: what TextAttack's first import needs
-    python deepwordbug_textattack.py --url http://127.0.0.1:PORT --prompts IN.jsonl --out OUT.jsonl
+    python peer_textattack.py --setup     # once: what TextAttack's first import needs
+    python peer_textattack.py --recipe deepwordbug|pruthi|textbugger-char \
+        --url http://127.0.0.1:PORT --prompts IN.jsonl --out OUT.jsonl
 
 TextAttack's first import runs a post-install step that downloads NLTK data unless a marker
 file is in its cache folder (TA_CACHE_DIR, default ~/.cache/textattack), and DeepWordBug
@@ -19,12 +20,23 @@ successful, failed or skipped, text the perturbed text, queries TextAttack's own
 model queries (the original included, repeats included), guard_calls the texts it actually
 sent to the guard for that prompt (its cache answers repeats: margin's count is of these).
 
-The recipe is TextAttack's `DeepWordBugGao2018` as shipped: words ranked by the change in
-the guard's score when each is replaced by "[UNK]", then per word, in that order, the best
-of one random neighbour swap, substitution, deletion and insertion, kept greedily until the
-label changes; stopwords are never edited. Python's, NumPy's and torch's generators are
-seeded with --seed before each prompt, so each prompt's attack is the same whatever the
-subset it runs in.
+The recipes (`RECIPES`; none downloads anything):
+- deepwordbug: `DeepWordBugGao2018` as shipped: words ranked by the change in the guard's
+  score when each is replaced by "[UNK]", then per word, in that order, the best of one random
+  neighbour swap, substitution, deletion and insertion, kept greedily until the label
+  changes; stopwords are never edited.
+- pruthi: `Pruthi2019` as shipped (one word edited at most, words of 4+ letters, not
+  stopwords; every neighbour swap, deletion, insertion and QWERTY-neighbour substitution of
+  an inner letter, by greedy search).
+- textbugger-char: `TextBuggerLi2018`'s character-level half: its four character
+  transformations as shipped (insert a space inside a word, delete an inner letter, swap two
+  inner neighbours, one random choice each; homoglyph swaps), its RepeatModification and
+  StopwordModification constraints, its goal and its search (greedy, words ranked by deleting
+  each). Left out: WordSwapEmbedding (word-embedding synonyms, a download) and the Universal
+  Sentence Encoder constraint (a TensorFlow Hub download), which only filters the synonyms'
+  sentences at threshold 0.8.
+Python's, NumPy's and torch's generators are seeded with --seed before each prompt, so each
+prompt's attack is the same whatever the subset it runs in.
 """
 
 from __future__ import annotations
@@ -90,6 +102,41 @@ def score(url: str, texts: list[str]) -> list[float]:
     return [float(p) for p in answer]
 
 
+RECIPES = ("deepwordbug", "pruthi", "textbugger-char")
+
+
+def build(recipe: str, guard: Any) -> Any:
+    """The TextAttack attack of `recipe` on `guard` (a ModelWrapper)."""
+    from textattack import Attack
+    from textattack.attack_recipes import DeepWordBugGao2018, Pruthi2019
+    from textattack.constraints.pre_transformation import RepeatModification, StopwordModification
+    from textattack.goal_functions import UntargetedClassification
+    from textattack.search_methods import GreedyWordSwapWIR
+    from textattack.transformations import (
+        CompositeTransformation,
+        WordSwapHomoglyphSwap,
+        WordSwapNeighboringCharacterSwap,
+        WordSwapRandomCharacterDeletion,
+        WordSwapRandomCharacterInsertion,
+    )
+
+    if recipe == "deepwordbug":
+        return DeepWordBugGao2018.build(guard)
+    if recipe == "pruthi":
+        return Pruthi2019.build(guard)
+    # TextBuggerLi2018.build, written out without WordSwapEmbedding and the sentence encoder
+    # (building the recipe itself would download the embedding); the rest as shipped.
+    transformation = CompositeTransformation([
+        WordSwapRandomCharacterInsertion(random_one=True, letters_to_insert=" ", skip_first_char=True,
+                                         skip_last_char=True),
+        WordSwapRandomCharacterDeletion(random_one=True, skip_first_char=True, skip_last_char=True),
+        WordSwapNeighboringCharacterSwap(random_one=True, skip_first_char=True, skip_last_char=True),
+        WordSwapHomoglyphSwap(),
+    ])
+    return Attack(UntargetedClassification(guard), [RepeatModification(), StopwordModification()], transformation,
+                  GreedyWordSwapWIR(wir_method="delete"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--setup", action="store_true", help="write what TextAttack's first import needs, then exit")
@@ -97,6 +144,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=Path)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--recipe", choices=RECIPES, default="deepwordbug")
     args = parser.parse_args()
     if args.setup:
         setup()
@@ -108,7 +156,6 @@ def main() -> None:
     import numpy as np
     import textattack
     import torch
-    from textattack.attack_recipes import DeepWordBugGao2018
     from textattack.attack_results import (
         FailedAttackResult,
         SkippedAttackResult,
@@ -126,7 +173,7 @@ def main() -> None:
             return np.stack([1.0 - p, p], axis=1)
 
     guard = HttpGuard()
-    attack = DeepWordBugGao2018.build(guard)
+    attack = build(args.recipe, guard)
     rows = [json.loads(line) for line in args.prompts.read_text("utf-8").splitlines() if line.strip()]
     with args.out.open("w", encoding="utf-8") as out:
         for row in rows:
