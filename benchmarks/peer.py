@@ -158,9 +158,11 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def curve(calls_to_flip: list[int | None], budget: int) -> dict[str, Any]:
+def curve(calls_to_flip: list[int | None], budget: int) -> dict[str, Any] | None:
     """ASR against guard calls for one strategy and class, and the power law fitted on the
-    first tenth of `budget` calls, forecasting ASR at the whole budget."""
+    first tenth of `budget` calls, forecasting ASR at the whole budget (None: no prompts)."""
+    if not calls_to_flip:
+        return None
     window = max(2, budget // 10)
     asr = asr_curve(calls_to_flip, budget)
     fitted = fit_power_law(asr[:window])

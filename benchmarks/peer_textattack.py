@@ -10,7 +10,10 @@ the standard library and TextAttack.
 TextAttack's first import runs a post-install step that downloads NLTK data unless a marker
 file is in its cache folder (TA_CACHE_DIR, default ~/.cache/textattack), and DeepWordBug
 reads NLTK's English stopword list. `--setup` writes both, with no network: the marker, and
-the list (NLTK's 179 English stopwords) into this environment's NLTK data path.
+the list (NLTK's 179 English stopwords) into this environment's NLTK data path. TextAttack
+0.3.11's wheel also lacks `textattack/shared/intentional_homoglyphs.txt`, which its homoglyph
+swap opens when built (so TextBugger as shipped fails there); `--setup` writes an empty one,
+which TextBugger's swaps never read (they use the class's own table of 39 look-alikes).
 
 IN.jsonl has one {"id", "text", "label"} per line (label "safe" or "unsafe": the guard's
 correct answer, which the attack tries to change). The guard is a two-class model whose
@@ -74,8 +77,20 @@ def stopwords_file() -> Path:
     return Path(sys.prefix) / "share" / "nltk_data" / "corpora" / "stopwords" / "english"
 
 
+def homoglyphs_file() -> Path:
+    """Where WordSwapHomoglyphSwap reads Unicode's intentional homoglyphs (found without
+    importing TextAttack, whose first import wants the marker)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("textattack")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("error: TextAttack is not installed in this environment")
+    return Path(list(spec.submodule_search_locations)[0]) / "shared" / "intentional_homoglyphs.txt"
+
+
 def setup() -> None:
-    """Write the post-install marker and NLTK's English stopword list (no download)."""
+    """Write the post-install marker and NLTK's English stopword list (no download), and, if
+    the wheel lacks it, an empty homoglyph table for WordSwapHomoglyphSwap."""
     marker = cache_dir() / MARKER
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
@@ -84,10 +99,17 @@ def setup() -> None:
     listed = NLTK_ENGLISH_STOPWORDS.split()
     words.write_text("\n".join(listed) + "\n", encoding="utf-8")
     print(f"wrote {marker} and {words} ({len(listed)} words)")
+    # TextAttack 0.3.11's wheel lacks the file its homoglyph swap opens on construction; the
+    # table is read only by its differential-evolution path (BadCharacters2021), never by
+    # TextBugger's word swaps, which use the class's own letter table.
+    table = homoglyphs_file()
+    if not table.exists():
+        table.write_text("# empty: TextBugger's homoglyph swap does not read it\n", encoding="utf-8")
+        print(f"wrote {table}")
 
 
 def check_setup() -> None:
-    missing = [str(p) for p in (cache_dir() / MARKER, stopwords_file()) if not p.is_file()]
+    missing = [str(p) for p in (cache_dir() / MARKER, stopwords_file(), homoglyphs_file()) if not p.is_file()]
     if missing:
         sys.exit(f"error: run this script with --setup first (missing: {', '.join(missing)})")
 
