@@ -72,3 +72,15 @@ def test_an_attack_stops_at_the_first_flip_at_the_smallest_budget():
     assert attack(TEXT, "safe", Asker(score), options)["status"] == "skipped"  # the guard gets it wrong
     never = attack("kill", "unsafe", Asker(lambda texts: [0.9] * len(texts)), options)
     assert never["status"] == "failed" and never["text"] == "kill"
+
+
+def test_the_peer_halves_import_nothing_of_margin():
+    # they run in environments of their own (TextAttack's pins transformers 4.x)
+    import ast
+    from pathlib import Path
+
+    for name in ("peer_badchars.py", "peer_textattack.py"):
+        tree = ast.parse((Path(__file__).resolve().parents[2] / "benchmarks" / name).read_text("utf-8"))
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        assert not {m for m in imported if m.split(".")[0] in ("margin", "benchmarks", "tests")}, name
