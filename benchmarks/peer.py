@@ -196,6 +196,23 @@ def markdown(rows: list[dict[str, Any]], name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def combined(peers: dict[str, list[dict[str, Any]]]) -> str:
+    """One row per prompt: margin's cost (calls) and each peer's, — where it did not break it."""
+    def cell(cost: float | None, calls: int) -> str:
+        return f"{'—' if cost is None else f'{cost:.2f}'} ({calls})"
+
+    names = list(peers)
+    first = peers[names[0]]
+    lines = ["| prompt | class | margin adaptive | " + " | ".join(names) + " |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in names) + " |"]
+    by_peer = {n: {r["id"]: r for r in rows} for n, rows in peers.items()}
+    for r in first:
+        cells = [cell(by_peer[n][r["id"]]["peer_cost"], by_peer[n][r["id"]]["peer_guard_calls"]) for n in names]
+        lines.append(f"| {r['id']} | {r['label']} | {cell(r['margin_cost'], r['margin_calls'])} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def margin_side(args: argparse.Namespace, search: str, max_calls: int | None) -> tuple[Any, Any, float]:
     config = RunConfig(guard=args.guard, dataset=args.dataset, search=search, seed=args.seed, limit=args.limit,
                        max_calls=max_calls, batch_size=256, engine="local")
@@ -268,6 +285,8 @@ def main() -> None:
         if args.markdown:
             args.markdown.mkdir(parents=True, exist_ok=True)
             (args.markdown / f"{name}.md").write_text(markdown(rows, name))
+    if args.markdown and report["peers"]:
+        (args.markdown / "all.md").write_text(combined({n: e["rows"] for n, e in report["peers"].items()}))
     if args.bon:
         _, bon, _ = margin_side(args, "bon", 101)
         strategies["margin bon"] = [(r.label, r.guard_calls, r.flip is not None) for r in bon.results

@@ -79,3 +79,13 @@ def test_each_strategys_curve_counts_prompts_broken_within_n_calls_and_fits_its_
     assert unsafe["fit"]["a"] == pytest.approx(-math.log(0.05))
     assert unsafe["fit"]["b"] == pytest.approx(math.log2(math.log(20) / math.log(10)))
     assert got["safe"]["measured_at_budget"] == 0.0 and got["safe"]["fit"] is None
+
+
+def test_the_combined_table_has_a_column_per_peer():
+    from benchmarks.peer import combined
+
+    row = {"id": "u1", "label": "unsafe", "margin_cost": 2.0, "margin_calls": 4}
+    table = combined({"pruthi": [{**row, "peer_cost": None, "peer_guard_calls": 9}],
+                      "badchars": [{**row, "peer_cost": 4.0, "peer_guard_calls": 30}]}).splitlines()
+    assert table[0] == "| prompt | class | margin adaptive | pruthi | badchars |"
+    assert table[2] == "| u1 | unsafe | 2.00 (4) | — (9) | 4.00 (30) |"
