@@ -160,17 +160,22 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def curve(calls_to_flip: list[int | None], budget: int) -> dict[str, Any] | None:
     """ASR against guard calls for one strategy and class, and the power law fitted on the
-    first tenth of `budget` calls, forecasting ASR at the whole budget (None: no prompts)."""
+    calls up to a tenth of `budget` (widened to the first two distinct values 0 < ASR < 1 when an
+    attack breaks nothing that early), forecasting ASR at ten times those calls; past the
+    budget, ASR stays at its last value (the attack has ended). None: no prompts."""
     if not calls_to_flip:
         return None
-    window = max(2, budget // 10)
     asr = asr_curve(calls_to_flip, budget)
+    window = max(2, budget // 10)
+    while window < budget and len({value for value in asr[:window] if 0 < value < 1}) < 2:
+        window += 1
     fitted = fit_power_law(asr[:window])
+    at = 10 * window
     return {"prompts": len(calls_to_flip), "budget": budget, "fit_window": window,
             "asr_at": {str(n): asr[n - 1] for n in (5, 10, 20, 50, 100, budget) if n <= budget},
-            "fit": None if fitted is None else {"a": fitted[0], "b": fitted[1],
-                                                "forecast_at_budget": forecast(*fitted, budget)},
-            "measured_at_budget": asr[-1]}
+            "fit": None if fitted is None else {"a": fitted[0], "b": fitted[1], "forecast_at": at,
+                                                "forecast": forecast(*fitted, at)},
+            "measured_at_forecast": asr[min(at, budget) - 1]}
 
 
 def curves(strategies: dict[str, list[tuple[str, int, bool]]]) -> dict[str, dict[str, Any]]:
@@ -289,11 +294,13 @@ def main() -> None:
         (args.markdown / "all.md").write_text(combined({n: e["rows"] for n, e in report["peers"].items()}))
     if args.bon:
         _, bon, _ = margin_side(args, "bon", 101)
-        strategies["margin bon"] = [(r.label, r.guard_calls, r.flip is not None) for r in bon.results
-                                    if r.status == "scored" and r.clean_verdict == r.label]
+        report["bon_rows"] = [{"id": r.prompt_id, "label": r.label, "cost": r.flip_cost if r.flip else None,
+                               "calls": r.guard_calls} for r in bon.results
+                              if r.status == "scored" and r.clean_verdict == r.label]
+        strategies["margin bon"] = [(r["label"], r["calls"], r["cost"] is not None) for r in report["bon_rows"]]
     report["curves"] = curves(strategies)
     report["load_average"] = os.getloadavg()
-    shown = {**report, "peers": {n: {k: v for k, v in e.items() if k != "rows"} for n, e in report["peers"].items()}}
+    shown = {**{k: v for k, v in report.items() if k != "bon_rows"}, "peers": {n: {k: v for k, v in e.items() if k != "rows"} for n, e in report["peers"].items()}}
     print(json.dumps(shown, indent=2))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")

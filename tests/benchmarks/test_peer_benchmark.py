@@ -73,12 +73,21 @@ def test_each_strategys_curve_counts_prompts_broken_within_n_calls_and_fits_its_
     rows = [("unsafe", n, True) for n in range(1, 21)] + [("safe", 7, False), ("safe", 20, False)]
     got = curves({"s": rows})["s"]
     unsafe = got["unsafe"]
-    assert unsafe["budget"] == 20 and unsafe["fit_window"] == 2 and unsafe["measured_at_budget"] == 1.0
+    assert unsafe["budget"] == 20 and unsafe["fit_window"] == 2 and unsafe["measured_at_forecast"] == 1.0
     assert unsafe["asr_at"] == {"5": 0.25, "10": 0.5, "20": 1.0}
-    # two points fit exactly: -log(1/20) = a and -log(2/20) = a 2^-b
+    # two points fit exactly: -log(1/20) = a and -log(2/20) = a 2^-b; forecast at 10 x 2 calls
     assert unsafe["fit"]["a"] == pytest.approx(-math.log(0.05))
     assert unsafe["fit"]["b"] == pytest.approx(math.log2(math.log(20) / math.log(10)))
-    assert got["safe"]["measured_at_budget"] == 0.0 and got["safe"]["fit"] is None
+    assert unsafe["fit"]["forecast_at"] == 20
+    assert got["safe"]["measured_at_forecast"] == 0.0 and got["safe"]["fit"] is None
+
+
+def test_an_attack_that_breaks_nothing_early_is_fitted_from_its_first_two_successes():
+    # 40 calls of warm-up, then one prompt broken every 10 calls: 4 of 8 by 100 calls
+    rows = [("unsafe", 40 + 10 * k, k < 4) for k in range(1, 9)]
+    got = curves({"s": rows})["s"]["unsafe"]
+    assert got["budget"] == 120 and got["fit_window"] == 60  # ASR 1/8 at 50, 2/8 at 60
+    assert got["fit"]["forecast_at"] == 600 and got["measured_at_forecast"] == 0.375  # 3 of 8, at its end
 
 
 def test_the_combined_table_has_a_column_per_peer():
