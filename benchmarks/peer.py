@@ -102,7 +102,8 @@ def saved_peers(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
     """Each peer's side of an earlier run's --json, in the shape `run_peer` returns."""
     saved = json.loads(path.read_text("utf-8")).get("peers", {})
     return {name: {row["id"]: {"status": row["peer_status"], "text": row["peer_text"], "queries": row["peer_queries"],
-                               "guard_calls": row["peer_guard_calls"]} for row in entry["rows"]}
+                               "guard_calls": row["peer_guard_calls"], "kind": row.get("peer_kind"),
+                               "budget": row.get("peer_budget")} for row in entry["rows"]}
             for name, entry in saved.items()}
 
 
@@ -123,6 +124,7 @@ def compare(results: list[SearchResult], texts: dict[str, str], peer: dict[str, 
             "peer_status": theirs["status"], "peer_rechecked": broken, "peer_text": theirs["text"],
             "peer_cost": cost(texts[r.prompt_id], theirs["text"]) if broken else None,
             "peer_queries": theirs["queries"], "peer_guard_calls": theirs["guard_calls"],
+            "peer_kind": theirs.get("kind"), "peer_budget": theirs.get("budget"),  # BadCharacters' own
             "margin_cost": r.flip_cost if r.flip is not None else None, "margin_calls": r.guard_calls,
             "margin_flip": r.flip.strength if r.flip is not None else None,
         })
