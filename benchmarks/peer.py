@@ -174,7 +174,7 @@ def curve(calls_to_flip: list[int | None], budget: int) -> dict[str, Any] | None
     fitted = fit_power_law(asr[:window])
     at = 10 * window
     return {"prompts": len(calls_to_flip), "budget": budget, "fit_window": window,
-            "asr_at": {str(n): asr[n - 1] for n in (5, 10, 20, 50, 100, budget) if n <= budget},
+            "asr_at": {str(n): asr[n - 1] for n in (5, 10, 20, 50, 100, 1000, budget) if n <= budget},
             "fit": None if fitted is None else {"a": fitted[0], "b": fitted[1], "forecast_at": at,
                                                 "forecast": forecast(*fitted, at)},
             "measured_at_forecast": asr[min(at, budget) - 1]}
