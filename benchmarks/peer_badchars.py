@@ -18,12 +18,12 @@ of genes per perturbation, so that differential evolution searches real vectors:
   look-alike) pair of the text, -1 none. The look-alikes are the Latin letters' Cyrillic and
   Greek twins of the kind Unicode's intentional.txt (UTS #39) lists, written out below;
 - reorder: swap two neighbouring characters and wrap them in bidirectional controls (LRI RLO
-  b a PDF PDI) so the text renders as before; one gene, the position, -1 none. The paper
-  nests more controls (LRO LRI RLO LRI b PDI LRI a PDI PDF PDI PDF) to survive surrounding
+  b a PDF PDI) so the text renders as before; one gene, the position, -1 none. The authors'
+  code nests more controls (LRO LRI RLO LRI b PDI LRI a PDI PDF PDI PDF) to survive surrounding
   text; this shorter wrapper renders the same in a plain left-to-right prompt and costs less;
 - deletion: insert a printable ASCII character followed by a backspace (U+0008); genes
   (position, character in '!'..'~'), position -1 none.
-Search (the paper's untargeted classification setting): SciPy's `differential_evolution`
+Search (untargeted, as the authors' code runs its classification experiments): SciPy's `differential_evolution`
 minimises the guard's probability of the correct class, with the paper's population factor
 32 (`--popsize`: 32 x genes individuals) and 3 generations after the first (`--maxiter`), no
 polishing. For perturbation budgets 1, 2, ... `--budget` (the paper's 1-5) and each kind in

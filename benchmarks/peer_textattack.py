@@ -13,7 +13,7 @@ reads NLTK's English stopword list. `--setup` writes both, with no network: the 
 the list (NLTK's 179 English stopwords) into this environment's NLTK data path. TextAttack
 0.3.11's wheel also lacks `textattack/shared/intentional_homoglyphs.txt`, which its homoglyph
 swap opens when built (so TextBugger as shipped fails there); `--setup` writes an empty one,
-which TextBugger's swaps never read (they use the class's own table of 39 look-alikes).
+which TextBugger's swaps never read (they use the class's own table of 38 look-alikes).
 
 IN.jsonl has one {"id", "text", "label"} per line (label "safe" or "unsafe": the guard's
 correct answer, which the attack tries to change). The guard is a two-class model whose
