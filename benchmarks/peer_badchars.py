@@ -23,8 +23,8 @@ of genes per perturbation, so that differential evolution searches real vectors:
   text; this shorter wrapper renders the same in a plain left-to-right prompt and costs less;
 - deletion: insert a printable ASCII character followed by a backspace (U+0008); genes
   (position, character in '!'..'~'), position -1 none.
-Search (untargeted, as the authors' code runs its classification experiments): SciPy's `differential_evolution`
-minimises the guard's probability of the correct class, with the paper's population factor
+Search (untargeted, as the authors' code runs its classification experiments): SciPy's
+`differential_evolution` minimises the guard's probability of the correct class, with the paper's population factor
 32 (`--popsize`: 32 x genes individuals) and 3 generations after the first (`--maxiter`), no
 polishing. For perturbation budgets 1, 2, ... `--budget` (the paper's 1-5) and each kind in
 the paper's order, it runs until a text flips the guard, and that text is the result: the
@@ -32,8 +32,8 @@ smallest budget first, as the paper reports success by budget. Generations are e
 whole (`updating="deferred"`, `vectorized=True`) but sent in requests of 32 texts, and a
 flip ends the search at once, so the texts counted are those sent. Each distinct text is
 asked once per prompt (a cache, as TextAttack's), and guard_calls counts the texts sent,
-the original included. NumPy's generator is seeded per prompt and run, so a prompt's attack
-does not depend on the others.
+the original included. Every run of differential evolution is seeded with --seed, so a
+prompt's attack does not depend on the others.
 """
 
 from __future__ import annotations
