@@ -1,14 +1,16 @@
-"""The DeepWordBug comparison's own parts: the HTTP bridge, the re-check of every peer flip,
-and the per-direction summary (TextAttack itself runs only in the benchmark)."""
+"""The peer comparison's own parts: the HTTP bridge, the re-check of every peer flip, the
+per-direction summary and the success-against-calls curves (TextAttack itself runs only in
+the benchmark)."""
 
 from __future__ import annotations
 
 import json
+import math
 import urllib.request
 
 import pytest
 
-from benchmarks.peer_deepwordbug import compare, markdown, serve, summary
+from benchmarks.peer import compare, curves, markdown, serve, summary
 from margin.cost import CostModel
 from margin.types import Flip, SearchResult
 from tests.support.lexicon_guards import WeightedLexiconGuard
@@ -47,19 +49,52 @@ def test_peer_flips_are_rechecked_costed_and_compared_prompt_by_prompt():
     }
     rows = compare(results, TEXTS, peer, GUARD, model.cost)
     by_id = {r["id"]: r for r in rows}
-    assert by_id["u1"]["dwb_cost"] == pytest.approx(2.0) and by_id["u2"]["dwb_cost"] == pytest.approx(2.0)
-    assert by_id["u3"]["dwb_status"] == "successful" and not by_id["u3"]["dwb_rechecked"]
-    assert by_id["u3"]["dwb_cost"] is None and by_id["s1"]["dwb_cost"] is None
+    assert by_id["u1"]["peer_cost"] == pytest.approx(2.0) and by_id["u2"]["peer_cost"] == pytest.approx(2.0)
+    assert by_id["u3"]["peer_status"] == "successful" and not by_id["u3"]["peer_rechecked"]
+    assert by_id["u3"]["peer_cost"] is None and by_id["s1"]["peer_cost"] is None
 
     unsafe = summary([r for r in rows if r["label"] == "unsafe"])
-    assert unsafe["deepwordbug"]["broken"] == 2 and unsafe["deepwordbug"]["claimed_not_rechecked"] == 1
-    assert unsafe["deepwordbug"]["guard_calls_per_success"] == pytest.approx((5 + 4 + 9) / 2)
+    assert unsafe["peer"]["broken"] == 2 and unsafe["peer"]["claimed_not_rechecked"] == 1
+    assert unsafe["peer"]["guard_calls_per_success"] == pytest.approx((5 + 4 + 9) / 2)
     assert unsafe["margin"]["broken"] == 3 and unsafe["margin"]["calls_per_success"] == pytest.approx(13 / 3)
     assert unsafe["margin_dearer"] == ["u2"] and unsafe["tied"] == 1 and unsafe["margin_cheaper"] == 0
-    assert unsafe["mean_cost_where_both"] == {"margin": pytest.approx(3.0), "deepwordbug": pytest.approx(2.0)}
+    assert unsafe["mean_cost_where_both"] == {"margin": pytest.approx(3.0), "peer": pytest.approx(2.0)}
     safe = summary([r for r in rows if r["label"] == "safe"])
-    assert safe["deepwordbug"]["broken"] == 0 and safe["deepwordbug"]["guard_calls_per_success"] is None
+    assert safe["peer"]["broken"] == 0 and safe["peer"]["guard_calls_per_success"] is None
     assert safe["margin_dearer"] == [] and safe["both_broken"] == 0
 
-    table = markdown(rows).splitlines()
-    assert len(table) == 2 + len(rows) and table[3] == "| u2 | unsafe | 2.00 | 4 | 4.00 | 6 |"
+    table = markdown(rows, "pruthi").splitlines()
+    assert table[0].startswith("| prompt | class | pruthi cost |") and len(table) == 2 + len(rows)
+    assert table[3] == "| u2 | unsafe | 2.00 | 4 | 4.00 | 6 |"
+
+
+def test_each_strategys_curve_counts_prompts_broken_within_n_calls_and_fits_its_first_tenth():
+    # 20 unsafe prompts broken after 1..20 calls (ASR(n) = n/20 up to 20), 2 safe ones never
+    rows = [("unsafe", n, True) for n in range(1, 21)] + [("safe", 7, False), ("safe", 20, False)]
+    got = curves({"s": rows})["s"]
+    unsafe = got["unsafe"]
+    assert unsafe["budget"] == 20 and unsafe["fit_window"] == 2 and unsafe["measured_at_forecast"] == 1.0
+    assert unsafe["asr_at"] == {"5": 0.25, "10": 0.5, "20": 1.0}
+    # two points fit exactly: -log(1/20) = a and -log(2/20) = a 2^-b; forecast at 10 x 2 calls
+    assert unsafe["fit"]["a"] == pytest.approx(-math.log(0.05))
+    assert unsafe["fit"]["b"] == pytest.approx(math.log2(math.log(20) / math.log(10)))
+    assert unsafe["fit"]["forecast_at"] == 20
+    assert got["safe"]["measured_at_forecast"] == 0.0 and got["safe"]["fit"] is None
+
+
+def test_an_attack_that_breaks_nothing_early_is_fitted_from_its_first_two_successes():
+    # 40 calls of warm-up, then one prompt broken every 10 calls: 4 of 8 by 100 calls
+    rows = [("unsafe", 40 + 10 * k, k < 4) for k in range(1, 9)]
+    got = curves({"s": rows})["s"]["unsafe"]
+    assert got["budget"] == 120 and got["fit_window"] == 60  # ASR 1/8 at 50, 2/8 at 60
+    assert got["fit"]["forecast_at"] == 600 and got["measured_at_forecast"] == 0.375  # 3 of 8, at its end
+
+
+def test_the_combined_table_has_a_column_per_peer():
+    from benchmarks.peer import combined
+
+    row = {"id": "u1", "label": "unsafe", "margin_cost": 2.0, "margin_calls": 4}
+    table = combined({"pruthi": [{**row, "peer_cost": None, "peer_guard_calls": 9}],
+                      "badchars": [{**row, "peer_cost": 4.0, "peer_guard_calls": 30}]}).splitlines()
+    assert table[0] == "| prompt | class | margin adaptive | pruthi | badchars |"
+    assert table[2] == "| u1 | unsafe | 2.00 (4) | — (9) | 4.00 (30) |"
