@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from margin.guards.keyword import KeywordGuard  # noqa: E402
 from margin.guards.make import load_guard  # noqa: E402
 from margin.reports.gap import suite_gap  # noqa: E402
-from margin.runs.config import RunConfig  # noqa: E402
-from margin.runs.execute import execute  # noqa: E402
-from margin.runs.prepare import prepare  # noqa: E402
+from margin.runs.executing.execute import execute  # noqa: E402
+from margin.runs.preparing.config import RunConfig  # noqa: E402
+from margin.runs.preparing.prepare import prepare  # noqa: E402
 from margin.search.optimum import keyword_regions, safe_optimum, substring_regions, unsafe_optimum  # noqa: E402
 
 EPS = 1e-9

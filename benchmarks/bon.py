@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.single_edit import sample  # noqa: E402
 from margin.guards.make import load_guard  # noqa: E402
-from margin.runs.config import RunConfig  # noqa: E402
-from margin.runs.execute import execute  # noqa: E402
-from margin.runs.prepare import prepare  # noqa: E402
+from margin.runs.executing.execute import execute  # noqa: E402
+from margin.runs.preparing.config import RunConfig  # noqa: E402
+from margin.runs.preparing.prepare import prepare  # noqa: E402
 
 
 def asr_curve(samples_to_flip: list[int | None], n_max: int) -> list[float]:

@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from margin.guards.decode import decodings  # noqa: E402
-from margin.runs.config import RunConfig  # noqa: E402
-from margin.runs.prepare import prepare_inputs  # noqa: E402
+from margin.runs.preparing.config import RunConfig  # noqa: E402
+from margin.runs.preparing.prepare import prepare_inputs  # noqa: E402
 
 #: Transforms a guard needs decoded: the original prompt should come back.
 ENCODED = ("base64", "rot13", "reversal", "tag-smuggling", "variation-selector-smuggling")

@@ -22,9 +22,9 @@ from typing import Any
 
 from margin.engine.cluster import connect, disconnect
 from margin.guards.make import parse_guard_spec
-from margin.runs.config import RunConfig
-from margin.runs.execute import execute
-from margin.runs.prepare import prepare
+from margin.runs.executing.execute import execute
+from margin.runs.preparing.config import RunConfig
+from margin.runs.preparing.prepare import prepare
 
 GUARD = f"python:{Path(__file__).resolve().parent / 'instant_guard.py'}:InstantGuard"
 

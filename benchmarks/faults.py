@@ -35,9 +35,9 @@ import yaml
 from benchmarks.fault_proxy import FaultMix, FaultProxy, Outage, Storm
 from benchmarks.http_guard import start_server
 from margin.guards.make import parse_guard_spec
-from margin.runs.config import RunConfig
-from margin.runs.execute import execute
-from margin.runs.prepare import prepare
+from margin.runs.executing.execute import execute
+from margin.runs.preparing.config import RunConfig
+from margin.runs.preparing.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[1]
 NO_MIX = FaultMix(http_5xx=0, hang=0, garbage=0, drop=0)

@@ -142,8 +142,8 @@ def plan(args: argparse.Namespace, size: str, dataset: str) -> dict[str, Any]:
     under `cheapest`, every candidate of each safe prompt (nothing flips) and only the
     original of each unsafe one (wrong at once); each text once."""
     from benchmarks import llama_guard_3
-    from margin.runs.config import RunConfig
-    from margin.runs.prepare import prepare_inputs
+    from margin.runs.preparing.config import RunConfig
+    from margin.runs.preparing.prepare import prepare_inputs
 
     prepared = prepare_inputs(RunConfig(guard="keyword", dataset=dataset, suite=args.suite, limit=args.limit))
     texts = list(dict.fromkeys(
@@ -222,9 +222,9 @@ def bench(args: argparse.Namespace, size: str, dataset: str, tmp: Path) -> dict[
 
     from benchmarks import llama_guard_3
     from margin.guards.make import parse_guard_spec
-    from margin.runs.config import RunConfig
-    from margin.runs.execute import execute
-    from margin.runs.prepare import prepare
+    from margin.runs.executing.execute import execute
+    from margin.runs.preparing.config import RunConfig
+    from margin.runs.preparing.prepare import prepare
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     began = time.perf_counter()

@@ -55,9 +55,9 @@ from benchmarks.http_guard import JsonHandler  # noqa: E402
 from benchmarks.single_edit import sample  # noqa: E402
 from margin.guards.base import Guard  # noqa: E402
 from margin.guards.make import load_guard  # noqa: E402
-from margin.runs.config import RunConfig  # noqa: E402
-from margin.runs.execute import execute  # noqa: E402
-from margin.runs.prepare import prepare  # noqa: E402
+from margin.runs.executing.execute import execute  # noqa: E402
+from margin.runs.preparing.config import RunConfig  # noqa: E402
+from margin.runs.preparing.prepare import prepare  # noqa: E402
 from margin.types import SearchResult  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -119,8 +119,8 @@ def scenario(name: str, batches: list[list[str]], guards: dict[bool, GenerativeG
 
 
 def make_batches(args: argparse.Namespace) -> dict[str, list[list[str]]]:
-    from margin.runs.config import RunConfig
-    from margin.runs.prepare import prepare_inputs
+    from margin.runs.preparing.config import RunConfig
+    from margin.runs.preparing.prepare import prepare_inputs
 
     prepared = prepare_inputs(RunConfig(guard="keyword", dataset=args.dataset, suite="standard"))
     n = args.batch_size * args.batches

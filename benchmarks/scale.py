@@ -57,9 +57,9 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
     """One size, in this process: the figures as a dict."""
     from margin.engine.cluster import connect, disconnect
     from margin.guards.make import parse_guard_spec
-    from margin.runs.config import RunConfig
-    from margin.runs.execute import execute
-    from margin.runs.prepare import prepare
+    from margin.runs.executing.execute import execute
+    from margin.runs.preparing.config import RunConfig
+    from margin.runs.preparing.prepare import prepare
 
     started = connect(None) if args.engine == "ray" else False
     try:

@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import margin.search.adaptive as adaptive_module  # noqa: E402
 from margin.guards.make import load_guard  # noqa: E402
-from margin.runs.config import RunConfig  # noqa: E402
-from margin.runs.execute import execute  # noqa: E402
-from margin.runs.prepare import prepare  # noqa: E402
+from margin.runs.executing.execute import execute  # noqa: E402
+from margin.runs.preparing.config import RunConfig  # noqa: E402
+from margin.runs.preparing.prepare import prepare  # noqa: E402
 from margin.search.edits import parse_op  # noqa: E402
 from margin.search.single_edits import OneEdit, single_edit_minimum  # noqa: E402
 from margin.search.sweep import OneEditSweep  # noqa: E402

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from margin.guards.base import Guard
     from margin.guards.spec import GuardSpec
-    from margin.runs.outputs import RunOutcome
+    from margin.runs.recording.outputs import RunOutcome
     from margin.studies.runner import StudyOutcome
     from margin.types import GuardInfo
 
@@ -42,13 +42,13 @@ def run(guard: str | GuardSpec | Guard, *, out: str | Path | None = None, resume
         **options: Any) -> RunOutcome:
     """Search every prompt for its cheapest flip; writes the run folder and returns its
     results, report and snapshot. `guard` names one as `--guard` does (or is a GuardSpec, or a
-    Guard instance of your own); `options` are `margin.runs.config.RunConfig`'s fields
+    Guard instance of your own); `options` are `margin.runs.preparing.config.RunConfig`'s fields
     (dataset, suite, budget, search, seed, limit, engine, cache, ...)."""
     from margin.guards.base import Guard as GuardClass
-    from margin.runs.config import RunConfig
-    from margin.runs.execute import execute
-    from margin.runs.folder import default_out_dir
-    from margin.runs.prepare import prepare
+    from margin.runs.executing.execute import execute
+    from margin.runs.executing.folder import default_out_dir
+    from margin.runs.preparing.config import RunConfig
+    from margin.runs.preparing.prepare import prepare
 
     instance = guard if isinstance(guard, GuardClass) else None
     name = instance.info.id if instance is not None else guard

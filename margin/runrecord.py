@@ -33,7 +33,7 @@ SAME_VERDICTS = ("dataset.sha256", "suite.sha256", "budget", "cost_norm", "seed"
 #: What an incumbent run must share with the adaptive run it seeds (its costs are in the same units).
 SAME_UNITS = ("dataset.sha256", "guard.id", "cost_norm", "corpus_mean_length")
 SUITES_FOLDER = "margin/transforms/suites/"
-#: How `--limit` chose its prompts (`margin.runs.subset`): a seeded stratified sample, or the
+#: How `--limit` chose its prompts (`margin.runs.preparing.subset`): a seeded stratified sample, or the
 #: first N (runs made before the sample).
 LimitMethod = Literal["stratified", "first"]
 

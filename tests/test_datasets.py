@@ -125,8 +125,8 @@ def test_xstest_offline_without_cache_says_how_to_pass_a_path(monkeypatch, tmp_p
 def test_xstest_from_env_is_cached_so_score_and_merge_find_it_without_the_variable(xstest_csv, monkeypatch, tmp_path):
     import margin
     import margin.datasets as datasets
-    from margin.runs.merge import merge_runs
-    from margin.runs.score import rescore
+    from margin.runs.recording.merge import merge_runs
+    from margin.runs.recording.score import rescore
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("MARGIN_CACHE_DIR", str(cache))

@@ -62,7 +62,7 @@ def ablate(
     none with paired intervals, what each defence closes per family, and what it costs."""
     from margin.guards.make import parse_guard_spec
     from margin.runs.ablate import parse_defences, prepare_ablation
-    from margin.runs.config import RunConfig
+    from margin.runs.preparing.config import RunConfig
 
     chosen = parse_defences(defences)
     limits = check_limits(max_attempts=max_attempts, call_timeout=call_timeout, max_concurrency=max_concurrency,
@@ -84,9 +84,9 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -
     from margin.cli.run import execute_with_progress
     from margin.reports.tables import ablation_tables
     from margin.runs.ablate import run_ablation
-    from margin.runs.execute import execute
-    from margin.runs.folder import check_out_dir, default_out_dir
-    from margin.runs.outputs import CoverageError, check_coverage
+    from margin.runs.executing.execute import execute
+    from margin.runs.executing.folder import check_out_dir, default_out_dir
+    from margin.runs.recording.outputs import CoverageError, check_coverage
 
     out_dir = out or default_out_dir(name)
     check_out_dir(out_dir)
@@ -132,7 +132,7 @@ def no_resume(cache: bool) -> str:
 def kept_if_recorded(out_dir: Path, made: bool) -> bool:
     """Whether an interrupted ablation recorded anything; if not, the defence folders it began
     are removed (and `out_dir`, if it made it), so the same --out can be given again."""
-    from margin.runs.folder import remove_unstarted, unstarted
+    from margin.runs.executing.folder import remove_unstarted, unstarted
 
     if not out_dir.is_dir():
         return False

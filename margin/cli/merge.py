@@ -22,8 +22,8 @@ def merge(
 ) -> None:
     """Join shard and retry run folders into one run (results, receipts, snapshot, curves)."""
     from margin.reports.completeness import describe
-    from margin.runs.merge import merge_runs
-    from margin.runs.outputs import CoverageError, check_coverage
+    from margin.runs.recording.merge import merge_runs
+    from margin.runs.recording.outputs import CoverageError, check_coverage
 
     share = parse_share(max_missing, "--max-missing")
     outcome = merge_runs(dirs, out, dataset)

@@ -58,9 +58,9 @@ def run(
 ) -> None:
     """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
     from margin.guards.make import parse_guard_spec
-    from margin.runs.config import RunConfig
-    from margin.runs.outputs import CoverageError, check_coverage
-    from margin.runs.shards import parse_shard
+    from margin.runs.preparing.config import RunConfig
+    from margin.runs.preparing.shards import parse_shard
+    from margin.runs.recording.outputs import CoverageError, check_coverage
 
     if resume is not None and out is not None and out != resume:
         raise InputError("give either --out or --resume (the folder to continue), not both", field="--out")
@@ -79,16 +79,16 @@ def run(
 
 
 def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any:
-    from margin.runs.execute import execute
-    from margin.runs.folder import default_out_dir
-    from margin.runs.prepare import prepare
+    from margin.runs.executing.execute import execute
+    from margin.runs.executing.folder import default_out_dir
+    from margin.runs.preparing.prepare import prepare
 
     target = resume  # the folder a Ctrl-C leaves to resume (a new one only once the run has begun)
     try:
         prepared = prepare(config)
         assert prepared.info is not None
         if prepared.limit_sample:
-            from margin.runs.subset import describe
+            from margin.runs.preparing.subset import describe
 
             console.print(describe(prepared.limit_sample, len(prepared.dataset.prompts)), markup=False, highlight=False)
         out_dir = target = resume or out or default_out_dir(prepared.info.id)

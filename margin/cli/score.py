@@ -31,7 +31,7 @@ def score(
     from margin.reports.observations import coverage
     from margin.reports.tables import run_tables
     from margin.runfolder import read_records
-    from margin.runs.score import ScoreOptions, rescore, write_rescore
+    from margin.runs.recording.score import ScoreOptions, rescore, write_rescore
 
     options = ScoreOptions(dataset=dataset, suite=suite, budget=budget, cost_norm=cost_norm, seed=seed,
                            search=search, limit=limit, guard_id=guard_id)

@@ -23,12 +23,12 @@ from margin.reports.effectiveness import effectiveness
 from margin.reports.observations import from_receipts, key_of
 from margin.reports.plots import ablation_figure, heatmap_figure, save
 from margin.runfolder import atomic_write_text, dumps, read_jsonl
-from margin.runs.config import RunConfig
-from margin.runs.execute import execute
-from margin.runs.folder import check_out_dir
-from margin.runs.guard_pool import is_remote
-from margin.runs.outputs import RunOutcome, provenance
-from margin.runs.prepare import PreparedRun, check_call_timeout, prepare_inputs
+from margin.runs.executing.execute import execute
+from margin.runs.executing.folder import check_out_dir
+from margin.runs.executing.guard_pool import is_remote
+from margin.runs.preparing.config import RunConfig
+from margin.runs.preparing.prepare import PreparedRun, check_call_timeout, prepare_inputs
+from margin.runs.recording.outputs import RunOutcome, provenance
 from margin.search.candidates import original_candidate
 from margin.search.make import strategy
 from margin.util.provenance import git_commit, margin_version

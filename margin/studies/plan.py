@@ -21,7 +21,7 @@ from margin.judges.llm import LLMJudge
 from margin.judges.template import builtin_templates, load_template
 from margin.reports.pairings import Thresholds
 from margin.runrecord import info_record
-from margin.runs.subset import limit_prompts, limit_record
+from margin.runs.preparing.subset import limit_prompts, limit_record
 from margin.studies.config import (
     JudgeConfig,
     Loc,
@@ -190,7 +190,7 @@ def _dataset(config: StudyConfig, source: Source) -> Dataset:
 
 def _subset(config: StudyConfig, source: Source, dataset: Dataset) -> tuple[tuple[Prompt, ...], dict[str, Any]]:
     """The prompts `prompts` selects, and the record of `limit`'s sample: after the filters, a
-    seeded stratified sample, as `margin run --limit` draws it (`margin.runs.subset`)."""
+    seeded stratified sample, as `margin run --limit` draws it (`margin.runs.preparing.subset`)."""
     subset = config.prompts
     prompts = list(dataset.prompts)
     if subset.ids is not None:

@@ -23,8 +23,8 @@ from margin.errors import EndpointUnreachable, InputError
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
 from margin.runfolder import atomic_write_text, dumps, read_jsonl
-from margin.runs.guard_pool import is_remote
-from margin.runs.session import CallSettings
+from margin.runs.executing.guard_pool import is_remote
+from margin.runs.executing.session import CallSettings
 from margin.studies.coverage import guard_error, pair_coverages
 from margin.studies.health import ModelUnavailable
 from margin.studies.plan import StudyPlan, Transformation

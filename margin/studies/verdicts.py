@@ -1,7 +1,7 @@
 """Guard verdicts for a study: originals and transformed prompts, through the search engine.
 
 Each prompt is one exhaustive search over its transformed texts (one candidate per
-transformation) through the same guard session as `margin run` (`margin.runs.session`):
+transformation) through the same guard session as `margin run` (`margin.runs.executing.session`):
 the driver batches or streams every prompt's texts, answers repeats from the verdict cache,
 writes receipts and replays them on resume.
 """
@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from margin.runs.driver import Replay
-from margin.runs.resume import cut_torn_tail, load_replay
-from margin.runs.session import CallSettings, GuardSession
-from margin.runs.verdict_cache import default_cache_path
+from margin.runs.executing.driver import Replay
+from margin.runs.executing.resume import cut_torn_tail, load_replay
+from margin.runs.executing.session import CallSettings, GuardSession
+from margin.runs.executing.verdict_cache import default_cache_path
 from margin.search.candidates import original_candidate
 from margin.search.strategies import ExhaustiveSearch
 from margin.studies.plan import GuardPlan, StudyPlan

@@ -117,7 +117,7 @@ def test_transforms_and_guards_list_json():
 
 
 def test_cli_does_not_import_heavy_frameworks():
-    code = ("import sys, margin, margin.cli, margin.runs.execute; "
+    code = ("import sys, margin, margin.cli, margin.runs.executing.execute; "
             "print([m for m in ('torch', 'transformers', 'vllm') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from margin.runs.folder import remove_unstarted, unstarted
+from margin.runs.executing.folder import remove_unstarted, unstarted
 from tests.support.cli import margin, margin_env
 
 PROGRESS = re.compile(r"prompts [0-9,]+/[0-9,]+ ")
@@ -60,7 +60,7 @@ def test_version_and_help():
 
 
 # A fault inside margin itself (not the user's input): prepare() patched to raise, in a real process.
-BROKEN_MARGIN = ("import sys, margin.runs.prepare as p\n"
+BROKEN_MARGIN = ("import sys, margin.runs.preparing.prepare as p\n"
                  "def broken(config): raise RuntimeError('boom inside margin')\n"
                  "p.prepare = broken\n"
                  "from margin.cli import main\n"

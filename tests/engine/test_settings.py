@@ -13,8 +13,8 @@ from margin.cli import app as cli_app  # the Typer app, its commands registered
 from margin.engine.limits import EndpointLimits
 from margin.engine.settings import CALL_TIMEOUT, LIMIT_OPTIONS, MAX_MISSING, SETTINGS
 from margin.errors import InputError
-from margin.runs.config import RunConfig
-from margin.runs.session import CallSettings
+from margin.runs.executing.session import CallSettings
+from margin.runs.preparing.config import RunConfig
 from margin.studies.config import Runtime
 from tests.support.paths import REPO
 

@@ -9,9 +9,9 @@ import pytest
 from margin.errors import InputError
 from margin.guards.keyword import KeywordGuard
 from margin.guards.normalize import NormalizingGuard, normalize, strip_format
-from margin.runs.config import RunConfig
-from margin.runs.execute import execute
-from margin.runs.prepare import prepare
+from margin.runs.executing.execute import execute
+from margin.runs.preparing.config import RunConfig
+from margin.runs.preparing.prepare import prepare
 from margin.transforms.registry import get_transform
 from tests.support.cli import margin
 from tests.support.guards import HashGuard

@@ -16,9 +16,9 @@ from margin.reports.sweep import (
     sweep_record,
 )
 from margin.runfolder import read_jsonl
-from margin.runs.config import RunConfig
-from margin.runs.execute import execute
-from margin.runs.prepare import prepare
+from margin.runs.executing.execute import execute
+from margin.runs.preparing.config import RunConfig
+from margin.runs.preparing.prepare import prepare
 from margin.types import Verdict
 from tests.support.guards import ProbabilityGuard
 

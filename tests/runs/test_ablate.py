@@ -12,9 +12,9 @@ from margin.guards.normalize import guard_texts
 from margin.reports.ablation import cheapest_flip_families, clean_changes, status
 from margin.reports.publish import publish
 from margin.runs.ablate import parse_defences, prepare_ablation, run_ablation
-from margin.runs.config import RunConfig
-from margin.runs.execute import execute
-from margin.runs.prepare import prepare
+from margin.runs.executing.execute import execute
+from margin.runs.preparing.config import RunConfig
+from margin.runs.preparing.prepare import prepare
 from margin.transforms.registry import registry
 from margin.types import Flip, SearchResult
 from tests.support.cli import margin

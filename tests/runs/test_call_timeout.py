@@ -18,10 +18,10 @@ from margin.engine.actors import ActorPool
 from margin.engine.limits import EndpointLimits
 from margin.engine.settings import CALL_TIMEOUT
 from margin.guards.make import parse_guard_spec
-from margin.runs.config import RunConfig
-from margin.runs.drivers import shared_guard_pool
-from margin.runs.guard_pool import guard_pool
-from margin.runs.session import CallSettings
+from margin.runs.executing.drivers import shared_guard_pool
+from margin.runs.executing.guard_pool import guard_pool
+from margin.runs.executing.session import CallSettings
+from margin.runs.preparing.config import RunConfig
 from margin.studies.model_pools import model_limits, model_pool
 from margin.studies.models import ModelSpec
 from margin.studies.plan import prepare as prepare_study

@@ -21,15 +21,15 @@ from margin.engine.loop import run_pools
 from margin.errors import InputError
 from margin.guards.spec import GuardSpec
 from margin.runfolder import read_jsonl
-from margin.runs.config import RunConfig
-from margin.runs.driver import Driver
-from margin.runs.execute import execute
-from margin.runs.guard_pool import local_pool
-from margin.runs.merge import merge_runs
-from margin.runs.outputs import CoverageError, check_coverage
-from margin.runs.prepare import prepare
-from margin.runs.shards import parse_shard, select_shard
-from margin.runs.verdict_cache import VerdictCache, guard_key, verdict_key
+from margin.runs.executing.driver import Driver
+from margin.runs.executing.execute import execute
+from margin.runs.executing.guard_pool import local_pool
+from margin.runs.executing.verdict_cache import VerdictCache, guard_key, verdict_key
+from margin.runs.preparing.config import RunConfig
+from margin.runs.preparing.prepare import prepare
+from margin.runs.preparing.shards import parse_shard, select_shard
+from margin.runs.recording.merge import merge_runs
+from margin.runs.recording.outputs import CoverageError, check_coverage
 from margin.search.candidates import build_candidates, original_candidate
 from margin.search.make import make_search
 from margin.search.strategies import WINDOW_GROWTH
@@ -79,7 +79,7 @@ def chaotic(strategy, prompts, guard, rng: random.Random):
 
 
 def guard_caller(guard):
-    from margin.runs.guard_pool import GuardCaller
+    from margin.runs.executing.guard_pool import GuardCaller
 
     return GuardCaller(guard)
 

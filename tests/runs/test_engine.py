@@ -9,9 +9,9 @@ import pytest
 
 from margin.guards.spec import GuardSpec
 from margin.runfolder import read_jsonl
-from margin.runs.config import RunConfig
-from margin.runs.execute import execute
-from margin.runs.prepare import prepare
+from margin.runs.executing.execute import execute
+from margin.runs.preparing.config import RunConfig
+from margin.runs.preparing.prepare import prepare
 from tests.support.guards import FaultScheduleGuard, HashGuard, SlowGuard
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]

@@ -11,8 +11,8 @@ import pytest
 from margin.errors import InputError
 from margin.runfolder import read_run_record, write_run_record
 from margin.runrecord import SAME_UNITS, SAME_VERDICTS
-from margin.runs.config import RunConfig
-from margin.runs.prepare import prepare
+from margin.runs.preparing.config import RunConfig
+from margin.runs.preparing.prepare import prepare
 
 #: A run.json as the version before the typed record wrote it (a limited, adaptive, sharded run).
 EARLIER = {
@@ -101,8 +101,8 @@ def test_what_is_not_a_run_json_object_is_refused(tmp_path):
 
 
 def test_merge_and_score_ask_the_record_and_name_the_field_that_differs(tmp_path):
-    from margin.runs.merge import merge_runs
-    from margin.runs.score import rescore
+    from margin.runs.recording.merge import merge_runs
+    from margin.runs.recording.score import rescore
 
     written(tmp_path / "a", EARLIER)
     written(tmp_path / "b", {**EARLIER, "budget": 50.0, "shard": [2, 2]})

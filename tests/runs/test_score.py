@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from margin.errors import InputError
-from margin.runs.score import ScoreOptions, rescore
+from margin.runs.recording.score import ScoreOptions, rescore
 from tests.support.cli import margin
 from tests.support.guards import FlakyGuard, HashGuard, ProbabilityGuard
 from tests.support.runs import make_run

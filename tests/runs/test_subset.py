@@ -10,9 +10,9 @@ import pytest
 
 import margin
 from margin.datasets import load_dataset
-from margin.runs.merge import merge_runs
-from margin.runs.score import rescore
-from margin.runs.subset import limit_prompts, quotas
+from margin.runs.preparing.subset import limit_prompts, quotas
+from margin.runs.recording.merge import merge_runs
+from margin.runs.recording.score import rescore
 from margin.types import Prompt
 from tests.support.cli import margin as margin_cli
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from margin.cost import CostModel
 from margin.datasets import load_dataset
 from margin.guards.keyword import KeywordGuard
-from margin.runs.session import drive
+from margin.runs.executing.session import drive
 from margin.search.adaptive import AdaptiveSearch
 from margin.search.candidates import build_candidates, original_candidate
 from margin.search.edits import ADAPTIVE, rebuild_text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from margin.cost import CostModel
-from margin.runs.session import drive
+from margin.runs.executing.session import drive
 from margin.search.bon import augment
 from margin.search.candidates import original_candidate
 from margin.search.edits import rebuild_text

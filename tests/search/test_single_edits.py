@@ -8,7 +8,7 @@ import pytest
 
 import margin
 from margin.cost import CostModel, edit_distance
-from margin.runs.session import drive
+from margin.runs.executing.session import drive
 from margin.search.adaptive import AdaptiveSearch
 from margin.search.candidates import original_candidate
 from margin.search.edits import Op, apply_ops, rebuild_text

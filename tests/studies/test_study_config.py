@@ -188,7 +188,7 @@ def test_study_modules_do_not_import_heavy_frameworks():
 def test_prompts_limit_is_the_stratified_sample_margin_run_draws_and_is_recorded(tmp_path):
     """The sample's first 24 prompts are all safe: the first 10 would hold no unsafe prompt."""
     from margin.datasets import load_dataset
-    from margin.runs.subset import limit_prompts
+    from margin.runs.preparing.subset import limit_prompts
 
     def plan_of(prompts, seed=0):
         return prepare(write_config(tmp_path, study_config(URL, prompts=prompts, seed=seed)))

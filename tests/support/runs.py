@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from margin.runs.config import RunConfig
-from margin.runs.execute import execute
-from margin.runs.prepare import prepare
+from margin.runs.executing.execute import execute
+from margin.runs.preparing.config import RunConfig
+from margin.runs.preparing.prepare import prepare
 
 
 def make_run(out: Path, guard, *, search="cheapest", suite="quick", limit=None, attempts=3,

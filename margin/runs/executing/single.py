@@ -1,5 +1,5 @@
 """A run's search on one driver: the run folder claimed (or resumed), the guard started,
-receipts written, every prompt searched. `margin.runs.drivers` runs several of these."""
+receipts written, every prompt searched. `margin.runs.executing.drivers` runs several of these."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from margin.engine.pool import Pool
-from margin.runs.folder import check_run_dir, open_run_dir, remove_unstarted
-from margin.runs.prepare import PreparedRun
-from margin.runs.session import EngineFigures, GuardSession
-from margin.runs.verdict_cache import default_cache_path
+from margin.runs.executing.folder import check_run_dir, open_run_dir, remove_unstarted
+from margin.runs.executing.session import EngineFigures, GuardSession
+from margin.runs.executing.verdict_cache import default_cache_path
+from margin.runs.preparing.prepare import PreparedRun
 from margin.types import GuardCall, SearchResult
 
 
@@ -39,7 +39,7 @@ def search(
 ) -> Searched:
     """The search part of a run: the run folder claimed (or resumed), receipts written, every
     prompt searched; results, snapshot and curves not yet written. `pool`: guard actors made
-    elsewhere (`margin.runs.drivers`); `run_id`: the receipts' (default: a new one, or the
+    elsewhere (`margin.runs.executing.drivers`); `run_id`: the receipts' (default: a new one, or the
     killed run's)."""
     config = prepared.config
     assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"

@@ -10,8 +10,8 @@ from margin.cost import CostNorm
 from margin.engine import settings
 from margin.guards.make import parse_guard_spec
 from margin.guards.spec import GuardSpec
-from margin.runs.session import CallSettings, Engine
-from margin.runs.subset import LimitMethod
+from margin.runs.executing.session import CallSettings, Engine
+from margin.runs.preparing.subset import LimitMethod
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class RunConfig:
     budget: float = 100.0
     search: str = "cheapest"
     seed: int = 0
-    limit: int | None = None  # a stratified sample of this many prompts (margin.runs.subset)
+    limit: int | None = None  # a stratified sample of this many prompts (margin.runs.preparing.subset)
     limit_method: LimitMethod = "stratified"  # "first": how runs made before the sample chose
     cost_norm: CostNorm = "corpus"
     batch_size: int = settings.BATCH_SIZE.default
@@ -37,7 +37,7 @@ class RunConfig:
     engine: Engine = settings.ENGINE.default
     ray_address: str | None = None
     shard: tuple[int, int] | None = None
-    # Drivers searching at once (Ray actors against the same guard; `margin.runs.drivers`),
+    # Drivers searching at once (Ray actors against the same guard; `margin.runs.executing.drivers`),
     # and the CPUs each reserves. They change how fast, never what: results are the same.
     drivers: int = settings.DRIVERS.default
     driver_cpus: float = settings.DRIVER_CPUS.default

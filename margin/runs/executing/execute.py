@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from margin.runs.outputs import RunOutcome, finish
-from margin.runs.prepare import PreparedRun
-from margin.runs.single import search
+from margin.runs.executing.single import search
+from margin.runs.preparing.prepare import PreparedRun
+from margin.runs.recording.outputs import RunOutcome, finish
 from margin.types import GuardCall, SearchResult
 
 
@@ -25,7 +25,7 @@ def execute(
     """`on_progress(prompts done, guard calls)`: with several drivers, as they go (their
     results reach `on_result` only once all are joined)."""
     if prepared.config.drivers > 1:
-        from margin.runs.drivers import execute_drivers
+        from margin.runs.executing.drivers import execute_drivers
 
         return execute_drivers(prepared, out_dir, resume=resume, on_result=on_result, on_batch=on_batch,
                                on_progress=on_progress)

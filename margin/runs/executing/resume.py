@@ -16,7 +16,7 @@ from pathlib import Path
 from margin.errors import InputError
 from margin.runfolder import read_jsonl
 from margin.runrecord import DECIDING, RunRecord
-from margin.runs.driver import Replay
+from margin.runs.executing.driver import Replay
 from margin.types import Verdict
 
 

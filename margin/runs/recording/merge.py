@@ -25,9 +25,9 @@ from margin.runfolder import (
     write_run_record,
 )
 from margin.runrecord import DECIDING, RunRecord
-from margin.runs.folder import claim_out_dir
-from margin.runs.outputs import write_outputs
-from margin.runs.subset import limit_prompts
+from margin.runs.executing.folder import claim_out_dir
+from margin.runs.preparing.subset import limit_prompts
+from margin.runs.recording.outputs import write_outputs
 from margin.types import MarginReport, Prompt, SearchResult
 
 

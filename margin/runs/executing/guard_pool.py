@@ -26,7 +26,7 @@ from margin.engine.stream import StreamPool
 from margin.guards.base import Guard
 from margin.guards.make import build_guard
 from margin.guards.spec import GuardSpec
-from margin.runs.driver import POOL
+from margin.runs.executing.driver import POOL
 from margin.types import GuardInfo, Verdict
 
 Engine = Literal["ray", "local"]

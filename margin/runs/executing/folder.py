@@ -16,9 +16,9 @@ from pathlib import Path
 
 from margin.errors import InputError
 from margin.runfolder import read_run_record, write_run_record
-from margin.runs.driver import Replay
-from margin.runs.prepare import PreparedRun
-from margin.runs.resume import check_same_run, cut_torn_tail, load_replay
+from margin.runs.executing.driver import Replay
+from margin.runs.executing.resume import check_same_run, cut_torn_tail, load_replay
+from margin.runs.preparing.prepare import PreparedRun
 
 #: What a run writes before its first receipt line; `drivers/` holds one such folder per driver.
 START_FILES = ("run.json", "receipts.jsonl")

@@ -19,10 +19,10 @@ from margin.guards.make import describe_guard
 from margin.guards.spec import GuardSpec
 from margin.guards.weights import check_loadable
 from margin.runrecord import LimitSample, Named, RunRecord
-from margin.runs.config import RunConfig
-from margin.runs.guard_pool import is_remote
-from margin.runs.shards import select_shard
-from margin.runs.subset import METHODS, limit_prompts, limit_record
+from margin.runs.executing.guard_pool import is_remote
+from margin.runs.preparing.config import RunConfig
+from margin.runs.preparing.shards import select_shard
+from margin.runs.preparing.subset import METHODS, limit_prompts, limit_record
 from margin.search.adaptive import DEFAULT_MAX_CALLS
 from margin.search.candidates import Ladder, original_candidate
 from margin.search.incumbents import load_incumbents

@@ -14,8 +14,8 @@ from margin.reports.protocols import ADAPTIVE_PROTOCOL, protocol_for, protocol_o
 from margin.reports.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
 from margin.runfolder import atomic_write_text, dumps, read_jsonl, write_results
 from margin.runrecord import RunRecord
-from margin.runs.prepare import PreparedRun
-from margin.runs.session import EngineFigures
+from margin.runs.executing.session import EngineFigures
+from margin.runs.preparing.prepare import PreparedRun
 from margin.types import MarginReport, SearchResult
 
 

@@ -1,6 +1,6 @@
 """One guard, ready to answer searches: the one entry point runs and studies use.
 
-`GuardSession` picks the guard's pool (`margin.runs.guard_pool`), joins or starts Ray when
+`GuardSession` picks the guard's pool (`margin.runs.executing.guard_pool`), joins or starts Ray when
 the guard runs on actors, checks that the guard built there is the one described here, and
 runs a driver's searches on it. `CallSettings` are how its calls are made: which engine,
 batch size, attempts and limits (CLI flags and study `runtime` keys map onto them; None
@@ -26,9 +26,9 @@ from margin.engine.pool import Pool
 from margin.guards.base import Guard
 from margin.guards.spec import GuardSpec
 from margin.runfolder import ReceiptWriter
-from margin.runs.driver import Driver, OnCall, OnFlush, OnResult, Replay, VerdictStore
-from margin.runs.guard_pool import guard_pool, is_remote, local_pool
-from margin.runs.verdict_cache import VerdictCache
+from margin.runs.executing.driver import Driver, OnCall, OnFlush, OnResult, Replay, VerdictStore
+from margin.runs.executing.guard_pool import guard_pool, is_remote, local_pool
+from margin.runs.executing.verdict_cache import VerdictCache
 from margin.search.strategies import PromptSearch
 from margin.types import GuardCall, GuardInfo, SearchResult
 
@@ -247,7 +247,7 @@ def drive(searches: Sequence[PromptSearch], guard: Guard, *, batch_size: int = d
           on_call: OnCall = lambda _: None, max_attempts: int = defaults.MAX_ATTEMPTS.default,
           **options: Any) -> list[SearchResult]:
     """Run every search to completion against a guard instance in this process; results in
-    the order of `searches`. (Runs use `margin.runs.execute`; this is the small form for tests
+    the order of `searches`. (Runs use `margin.runs.executing.execute`; this is the small form for tests
     and notebooks.)"""
     pool = local_pool(guard, batch_size)
     driver = Driver(searches, max_attempts=max_attempts, retry_wait_s=0.0, on_call=on_call,

@@ -25,11 +25,11 @@ from margin.runfolder import (
     write_run_record,
 )
 from margin.runrecord import SAME_VERDICTS, RunRecord
-from margin.runs.config import RunConfig
-from margin.runs.folder import claim_out_dir
-from margin.runs.outputs import reason_from, snapshot_for, write_curves
-from margin.runs.prepare import PreparedRun, prepare_inputs
-from margin.runs.recorded import (
+from margin.runs.executing.folder import claim_out_dir
+from margin.runs.preparing.config import RunConfig
+from margin.runs.preparing.prepare import PreparedRun, prepare_inputs
+from margin.runs.recording.outputs import reason_from, snapshot_for, write_curves
+from margin.runs.recording.recorded import (
     Recorded,
     RecordedVerdicts,
     ReplaySource,

@@ -1,0 +1,1 @@
+"""Executing a run: the run folder claimed or resumed (`folder`, `resume`), the guard ready (`session`, `guard_pool`, `verdict_cache`), prompts searched on one driver (`driver`, `single`) or several (`drivers`), joined in `execute`."""

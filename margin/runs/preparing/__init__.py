@@ -1,0 +1,1 @@
+"""Preparing a run: what decides it (`config`), every input validated and the guard described (`prepare`), which prompts it searches (`subset`, `shards`). Nothing here loads a model or writes a file."""
