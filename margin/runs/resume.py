@@ -24,7 +24,7 @@ FLAGS = {
     "dataset": "--dataset", "suite": "--suite", "guard": "--guard", "budget": "--budget",
     "cost_norm": "--cost-norm", "corpus_mean_length": "--dataset", "search": "--search",
     "seed": "--seed", "limit": "--limit", "limit_sample": "--limit", "shard": "--shard", "protocol": "--search",
-    "max_calls": "--max-calls", "incumbents": "--incumbents",
+    "max_calls": "--max-calls", "incumbents": "--incumbents", "one_edit": "--one-edit",
 }
 
 
