@@ -25,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import margin.search.adaptive as adaptive_module  # noqa: E402
+import margin.search.sweep as sweep_module  # noqa: E402
 from margin.guards.make import load_guard  # noqa: E402
 from margin.runs.config import RunConfig  # noqa: E402
 from margin.runs.execute import execute  # noqa: E402
@@ -145,7 +146,11 @@ def main() -> None:
                         help="per prompt with a one-edit flip: variants the sweep would ask to reach one (from --verdicts)")
     parser.add_argument("--never-give-up", action="store_true", help="the calls-left sweep never stops early")
     parser.add_argument("--seeded", action="store_true", help="the knock-out round seeds the sweep")
+    parser.add_argument("--probe-kind", default=None, choices=("deletion", "substitution", "swap", "insertion"),
+                        help="the kind of the sweep's probe in each word (adaptive and --simulate)")
     args = parser.parse_args()
+    if args.probe_kind:
+        sweep_module.PROBE_KIND = args.probe_kind
     adaptive_module.SWEEP_SEEDED = args.seeded
     if args.never_give_up:
         adaptive_module.SWEEP_GIVE_UP = None
