@@ -18,10 +18,11 @@ from collections import defaultdict
 from margin.search.single_edits import OneEdit, one_edits
 from margin.transforms.words import word_spans
 
-#: the kind each word's probe uses, a third of the way in: a neighbour-key substitution. On
-#: minilm's 60-prompt XSTest sample it left 4 prompts above the single-edit minimum where a
-#: deletion left 7, a swap 5, for fewer calls (docs/adaptive.md; chosen on that sample).
-PROBE_KIND = "substitution"
+#: the kind each word's probe uses: a deletion at a third of the way in, the cheapest way
+#: to change a word that keeps no letter a tokenizer could still read as before. (A
+#: neighbour-key substitution did better on the sample it was tried on and worse on the
+#: held-out prompts: docs/adaptive.md.)
+PROBE_KIND = "deletion"
 SPREAD = 1  # code points either side whose moves count toward a variant's spot
 SPOT_WEIGHT = 1.0  # the spot's weight beside the word's sensitivity
 
