@@ -37,7 +37,7 @@ from margin.runs.recorded import (
     unmatched,
 )
 from margin.runs.subset import method_of
-from margin.search.make import STRATEGIES
+from margin.search.make import STRATEGIES, STRATEGY_TABLE
 from margin.types import Candidate, GuardInfo, Prompt, SearchResult
 
 #: run.json fields that must agree when several run folders are scored together.
@@ -144,7 +144,11 @@ def config_for(manifest: dict[str, Any] | None, options: ScoreOptions, guard_id:
     search = options.search or str(m.get("search") or "cheapest")
     if search not in STRATEGIES:
         search = "cheapest"  # a name no strategy here has: replay the suite, cheapest first
+    # the recorded search's own options (--max-calls, --one-edit), so it asks what it asked
+    taken = STRATEGY_TABLE[search].options if search == m.get("search") else ()
     return RunConfig(
+        max_calls=m.get("max_calls") if "max_calls" in taken else None,
+        one_edit=m.get("one_edit") if "one_edit" in taken else None,
         guard=guard_id,
         dataset=dataset,
         suite=suite,

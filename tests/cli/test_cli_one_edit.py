@@ -39,3 +39,14 @@ def test_one_edit_is_checked_and_refused_elsewhere(tmp_path):
         assert proc.returncode == 2 and says in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
         assert not (tmp_path / "x").exists()
+
+
+def test_margin_score_replays_a_certified_run_with_its_options(tmp_path):
+    run, out = tmp_path / "ada", tmp_path / "rescored"
+    proc = margin("run", "--guard", "keyword", "--search", "adaptive", "--one-edit", "all", "--max-calls", "12",
+                  "--engine", "local", "--no-cache", "--limit", "8", "--out", str(run))
+    assert proc.returncode == 0, proc.stderr
+    proc = margin("score", str(run), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "results.jsonl").read_bytes() == (run / "results.jsonl").read_bytes()
+    assert json.loads((out / "run.json").read_text())["one_edit"] == "all"
