@@ -37,9 +37,11 @@ EPS = 1e-9
 
 
 def run(guard_spec: str, dataset: str, search: str, max_calls: int | None, seed: int, prior: bool,
-        limit: int | None = None) -> Any:
+        limit: int | None = None, one_edit: str | None = None) -> Any:
+    adaptive = search == "adaptive"
     config = RunConfig(guard=guard_spec, dataset=dataset, search=search, seed=seed, limit=limit,
-                       max_calls=max_calls if search == "adaptive" else None, batch_size=256)
+                       max_calls=max_calls if adaptive else None, one_edit=one_edit if adaptive else None,
+                       batch_size=256)
     prepared = prepare(config)
     if not prior:  # ablation: rank words without the probe-word prior
         options = prepared.search_options
@@ -103,12 +105,14 @@ def main() -> None:
     parser.add_argument("--standard", action="store_true", help="also run the standard suite (cheapest) and compare margins")
     parser.add_argument("--no-prior", action="store_true", help="rank words without the probe-word prior")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here too")
+    parser.add_argument("--one-edit", default=None, choices=("guided", "all"),
+                        help="as margin run --one-edit (all: every cost certified among one-edit flips)")
     parser.add_argument("--limit", type=int, default=None,
                         help="a stratified sample of N prompts, as margin run --limit (costs keep the whole corpus's units)")
     args = parser.parse_args()
 
     prepared, outcome = run(args.guard, args.dataset, "adaptive", args.max_calls, args.seed, not args.no_prior,
-                            args.limit)
+                            args.limit, args.one_edit)
     guard = load_guard(args.guard)
     model = prepared.cost_model
     unit = model.cost("x" * 10, "x" * 11) if model.norm == "corpus" else 1.0
@@ -117,6 +121,7 @@ def main() -> None:
                               "prompts": len(prepared.prompts),
                               "max_calls": prepared.search_options(prepared.prompts[0])["max_calls"],
                               "prior": not args.no_prior, "one_edit_cost": unit,
+                              "one_edit": args.one_edit or "guided",
                               "wall_s": outcome.extra["wall_s"], "guard_calls": outcome.guard_calls}
     unsafe_optima = safe_optima = None
     lexicon = getattr(guard, "impl", guard)  # a python:FILE:Class guard wraps its object

@@ -25,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import margin.search.adaptive as adaptive_module  # noqa: E402
+import margin.search.sweep as sweep_module  # noqa: E402
 from margin.guards.make import load_guard  # noqa: E402
 from margin.runs.executing.execute import execute  # noqa: E402
 from margin.runs.preparing.config import RunConfig  # noqa: E402
@@ -62,9 +63,9 @@ def exhaustive(guard: Any, prompts: list[Any], cost_model: Any, path: Path) -> d
     return done
 
 
-def adaptive(guard_spec: str, ids: set[str], max_calls: int | None) -> dict[str, Any]:
+def adaptive(guard_spec: str, ids: set[str], max_calls: int | None, one_edit: str | None = None) -> dict[str, Any]:
     config = RunConfig(guard=guard_spec, dataset="xstest", search="adaptive", max_calls=max_calls,
-                       batch_size=256, engine="local")
+                       one_edit=one_edit, batch_size=256, engine="local")
     prepared = prepare(config)
     prepared.prompts = tuple(p for p in prepared.prompts if p.id in ids)
     with tempfile.TemporaryDirectory() as folder:
@@ -131,6 +132,8 @@ def main() -> None:
     parser.add_argument("--verdicts", type=Path, required=True)
     parser.add_argument("--adaptive", action="store_true")
     parser.add_argument("--max-calls", type=int, default=None)
+    parser.add_argument("--one-edit", default=None, choices=("guided", "all"),
+                        help="adaptive's --one-edit (all: ask every one-edit variant left, so each cost is certified)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--adaptive-only", action="store_true",
                         help="run adaptive on the whole sample and report its figures; no one-edit variant asked")
@@ -143,7 +146,11 @@ def main() -> None:
                         help="per prompt with a one-edit flip: variants the sweep would ask to reach one (from --verdicts)")
     parser.add_argument("--never-give-up", action="store_true", help="the calls-left sweep never stops early")
     parser.add_argument("--seeded", action="store_true", help="the knock-out round seeds the sweep")
+    parser.add_argument("--probe-kind", default=None, choices=("deletion", "substitution", "swap", "insertion"),
+                        help="the kind of the sweep's probe in each word (adaptive and --simulate)")
     args = parser.parse_args()
+    if args.probe_kind:
+        sweep_module.PROBE_KIND = args.probe_kind
     adaptive_module.SWEEP_SEEDED = args.seeded
     if args.never_give_up:
         adaptive_module.SWEEP_GIVE_UP = None
@@ -155,7 +162,7 @@ def main() -> None:
     prompts = list(prepared.prompts)
     chosen = sample(prompts, guard.classify([p.text for p in prompts]), args.sample)
     if args.adaptive_only:
-        results = adaptive(args.guard, {p.id for p in chosen}, args.max_calls)
+        results = adaptive(args.guard, {p.id for p in chosen}, args.max_calls, args.one_edit)
         rows = {p.id: {"id": p.id, "label": p.label, "minimum": None} for p in chosen}
         report = {"guard": args.guard, "sample": len(chosen), "adaptive": compare(rows, results)}
         print(json.dumps(report, indent=2))
@@ -172,7 +179,7 @@ def main() -> None:
     if args.simulate:
         report["simulated_variants_to_a_flip"] = {i: simulated(r) for i, r in rows.items() if r["minimum"] is not None}
     if args.adaptive:
-        results = adaptive(args.guard, set(rows), args.max_calls)
+        results = adaptive(args.guard, set(rows), args.max_calls, args.one_edit)
         report["adaptive"] = compare(rows, results)
         report["per_prompt"] = table(rows, results)
     text = json.dumps(report, indent=2)

@@ -25,6 +25,7 @@ DECIDING: dict[str, str] = {
     "cost_norm": "--cost-norm", "corpus_mean_length": "--dataset", "search": "--search",
     "seed": "--seed", "limit": "--limit", "limit_sample": "--limit", "shard": "--shard",
     "protocol": "--search", "max_calls": "--max-calls", "incumbents": "--incumbents",
+    "one_edit": "--one-edit",
 }
 #: What verdicts depend on when several runs' receipts are scored together (`margin score`):
 #: `guard.verdicts` is the guard's identity less its descriptive fields.
@@ -74,6 +75,7 @@ class RunRecord:
     protocol: str | None = None  # None only in runs made before run.json named it
     max_calls: int | None = None  # an adaptive run's guard calls per prompt (None: not adaptive)
     incumbents: str | None = None  # the standard run an adaptive run was seeded with
+    one_edit: str | None = None  # an adaptive run's --one-edit, when not the default (older runs have none)
     scored_from: tuple[str, ...] | None = None  # `margin score`'s inputs, for a rescored folder
 
     def __post_init__(self) -> None:
@@ -146,6 +148,8 @@ class RunRecord:
         if self.max_calls is not None:
             out["max_calls"] = self.max_calls
             out["incumbents"] = self.incumbents
+        if self.one_edit is not None:
+            out["one_edit"] = self.one_edit
         if self.scored_from is not None:
             out["scored_from"] = list(self.scored_from)
         return out
@@ -254,5 +258,6 @@ def record_from_json(data: Any, path: Path) -> RunRecord:
         protocol=_field(data, "protocol", str, path, optional=True),
         max_calls=_field(data, "max_calls", int, path, optional=True),
         incumbents=_field(data, "incumbents", str, path, optional=True),
+        one_edit=_field(data, "one_edit", str, path, optional=True),
         scored_from=tuple(str(p) for p in scored_from) if scored_from is not None else None,
     )

@@ -36,6 +36,10 @@ def run(
     threshold: o.Threshold = None,
     max_calls: Annotated[int | None, typer.Option(help="adaptive: guard calls per prompt (default 100)")] = None,
     incumbents: Annotated[str | None, typer.Option(help="adaptive: a standard run folder whose flips seed it")] = None,
+    one_edit: Annotated[str | None, typer.Option(help="adaptive: guided (default: one-edit variants by the guard's "
+                                                      "reaction, within --max-calls) | all (then every one-edit "
+                                                      "variant left, beyond --max-calls: each cost certified "
+                                                      "minimal among one-edit flips)")] = None,
     normalize: Annotated[str | None, typer.Option(help="a defence before the guard: nfkc | strip-format | "
                                                        "strip-marks | skeleton | decode | all, or several joined by +")] = None,
     engine: o.Engine = settings.ENGINE.flag_default,
@@ -73,7 +77,7 @@ def run(
                        cost_norm=cost_norm, batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
                        ray_address=ray_address, shard=parse_shard(shard) if shard else None, drivers=drivers,
                        driver_cpus=driver_cpus, cache=not no_cache, max_missing=parse_share(max_missing, "--max-missing"),
-                       max_calls=max_calls, incumbents=incumbents, **limits)
+                       max_calls=max_calls, incumbents=incumbents, one_edit=one_edit, **limits)
     outcome = run_and_summarise(config, resume, out)
     check_or_fail([lambda: check_coverage(outcome.results, config.max_missing)], CoverageError)
 

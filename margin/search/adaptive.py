@@ -28,6 +28,9 @@ wrong, in the guard's answer's direction:
   (`single_edits`) best first by the guard's measured sensitivity (`sweep`), 24 calls before
   put-in and take-out and the calls left after them; each result is tagged whether its cost
   is certified minimal among one-edit flips (`planned.py`);
+- `one_edit="all"` (`--one-edit all`): after the steps above, ask every one-edit variant not
+  yet asked, with its own budget beside max_calls, so every cost is certified minimal among
+  one-edit flips;
 - flip, then prune: drop edits one at a time while the candidate still flips;
 - seeded with the standard suite's flip for the prompt (the incumbent), it asks for that
   candidate first and prunes its edits, so its cost never exceeds the suite's.
@@ -40,6 +43,7 @@ standard-suite margins (`margin.reports.protocols`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 from margin.cost import CostModel
@@ -87,6 +91,10 @@ SWEEP_SEEDED = False
 #: the calls-left sweep gives up once this many variants are asked and none came within this
 #: closeness of flipping (p_unsafe 0.1 for a safe prompt; measured on minilm, docs/adaptive.md).
 SWEEP_GIVE_UP: tuple[int, float] | None = (40, 0.1)
+#: `--one-edit`: "guided", the sweep above within max_calls (a cost may stay an upper bound among
+#: one-edit flips); "all", then every one-edit variant left is asked (its own budget beside
+#: max_calls: one call per variant), unless a one-edit flip is in hand, so each cost is certified.
+ONE_EDIT_MODES = ("guided", "all")
 
 
 class AdaptiveSearch(PlannedSearch):
@@ -96,10 +104,13 @@ class AdaptiveSearch(PlannedSearch):
                  budget: float, *,
                  cost_model: CostModel, seed: int = 0, max_calls: int = DEFAULT_MAX_CALLS,
                  incumbent: Flip | None = None, families: Sequence[str] | None = None,
-                 prior: bool = True) -> None:
+                 prior: bool = True, one_edit: str = "guided") -> None:
+        if one_edit not in ONE_EDIT_MODES:
+            raise ValueError(f"one_edit must be one of {ONE_EDIT_MODES}, not {one_edit!r}")
         args = dict(prompt=prompt, original=original, candidates=candidates, budget=budget,
                     cost_model=cost_model, seed=seed, max_calls=max_calls, incumbent=incumbent,
-                    families=families, prior=prior)
+                    families=families, prior=prior, one_edit=one_edit)
+        self.one_edit = one_edit
         super().__init__(prompt, original, candidates, budget, cost_model=cost_model, seed=seed,
                          max_calls=max_calls, args=args)
         ranked = ranked_families(prompt.text)
@@ -114,33 +125,38 @@ class AdaptiveSearch(PlannedSearch):
     # -- the plan ---------------------------------------------------------------------------
 
     def _plan(self) -> Asks:
-        try:
-            if not (yield from self._original_is_right()):
-                return
-            clean = self.by_text[self.text]
-            if self.incumbent is not None:
-                yield from self._ask([self.incumbent])
-                yield from self._prune_incumbent()
+        with contextlib.suppress(OutOfCalls):  # the calls are spent: what was found stands
+            yield from self._search()
+        clean = self.by_text.get(self.text)
+        if self.one_edit == "all" and clean is not None and not clean.is_wrong_for(self.prompt.label):
+            yield from self._ask_every_one_edit()
+
+    def _search(self) -> Asks:
+        """The search within max_calls (it raises OutOfCalls when they are spent)."""
+        if not (yield from self._original_is_right()):
+            return
+        clean = self.by_text[self.text]
+        if self.incumbent is not None:
+            yield from self._ask([self.incumbent])
+            yield from self._prune_incumbent()
+        if self._at_floor():
+            return
+        scored = clean.p_unsafe is not None
+        if scored:
+            yield from self._react_and_combine()
             if self._at_floor():
                 return
-            scored = clean.p_unsafe is not None
-            if scored:
-                yield from self._react_and_combine()
-                if self._at_floor():
-                    return
-                yield from self._sweep_one_edits(SWEEP_CALLS[self.prompt.label], SWEEP_ROUND, SWEEP_SEEDED)
-                if self._at_floor():
-                    return
-            if self.prompt.label == "safe":
-                yield from self._put_in()
-            # With scores, the knock-outs above already chose words by the guard's reaction:
-            # the guard-blind take-out runs only when they found no flip.
-            if not self._at_floor() and (self.best() is None or (self.prompt.label == "unsafe" and not scored)):
-                yield from self._take_out()
-            if scored and SWEEP_TAIL and not self._at_floor():  # the calls left go to one-edit variants
-                yield from self._sweep_one_edits(self.max_calls, SWEEP_ROUND, SWEEP_SEEDED, SWEEP_GIVE_UP)
-        except OutOfCalls:
-            return
+            yield from self._sweep_one_edits(SWEEP_CALLS[self.prompt.label], SWEEP_ROUND, SWEEP_SEEDED)
+            if self._at_floor():
+                return
+        if self.prompt.label == "safe":
+            yield from self._put_in()
+        # With scores, the knock-outs above already chose words by the guard's reaction:
+        # the guard-blind take-out runs only when they found no flip.
+        if not self._at_floor() and (self.best() is None or (self.prompt.label == "unsafe" and not scored)):
+            yield from self._take_out()
+        if scored and SWEEP_TAIL and not self._at_floor():  # the calls left go to one-edit variants
+            yield from self._sweep_one_edits(self.max_calls, SWEEP_ROUND, SWEEP_SEEDED, SWEEP_GIVE_UP)
 
     def _react_and_combine(self) -> Asks:
         """For guards that report p_unsafe: knock out each word alone (one round), rank the

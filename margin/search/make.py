@@ -21,7 +21,7 @@ class Strategy:
     build: Callable[..., PromptSearch]
     #: its candidates are the suite's ladder (False: it makes its own edits as it goes)
     from_suite: bool
-    #: the run options it takes beyond the shared ones (--max-calls, --incumbents)
+    #: the run options it takes beyond the shared ones (--max-calls, --incumbents, --one-edit)
     options: tuple[str, ...] = ()
 
     @property
@@ -41,7 +41,7 @@ STRATEGY_TABLE = {
     for s in (
         Strategy("cheapest", CheapestSearch, from_suite=True),
         Strategy("exhaustive", ExhaustiveSearch, from_suite=True),
-        Strategy("adaptive", AdaptiveSearch, from_suite=False, options=("max_calls", "incumbents")),
+        Strategy("adaptive", AdaptiveSearch, from_suite=False, options=("max_calls", "incumbents", "one_edit")),
         Strategy("bon", BestOfNSearch, from_suite=False, options=("max_calls",)),
     )
 }
@@ -58,7 +58,7 @@ def strategy(name: str) -> Strategy:
 def make_search(name: str, prompt: Prompt, original: Candidate, candidates: Sequence[Candidate] | Candidates,
                 budget: float, **options: Any) -> PromptSearch:
     """`options` are the strategy's own constructor's (the adaptive search's cost_model, seed,
-    max_calls, incumbent); a strategy that takes none refuses them."""
+    max_calls, incumbent, one_edit); a strategy that takes none refuses them."""
     chosen = strategy(name)
     if options and not chosen.options:
         raise ValueError(f"search {name!r} takes no options (given {', '.join(sorted(options))})")

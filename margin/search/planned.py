@@ -24,6 +24,10 @@ from margin.search.sweep import OneEditSweep
 from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
 
 Asks = Generator[list[Candidate], None, Any]
+#: certifying (`_ask_every_one_edit`): the first round's size, doubling up to CERTIFY_ROUND, so a
+#: flip early in the sweep's order costs few calls and asking all ~1,400 takes few rounds.
+SWEEP_ROUND_FIRST = 4
+CERTIFY_ROUND = 64
 
 
 class OutOfCalls(Exception):
@@ -55,6 +59,7 @@ class PlannedSearch(PromptSearch):
         self.finished = False
         self.gains: dict[Op, float] = {}  # single edits asked so far: how far each moved the guard toward a flip
         self._sweep: OneEditSweep | None = None  # made when first needed: most prompts never sweep
+        self.call_limit = max_calls  # raised only by `_ask_every_one_edit`, whose calls have their own budget
 
     def _start(self) -> None:
         self.plan = self._plan()
@@ -154,7 +159,7 @@ class PlannedSearch(PromptSearch):
             if c.text not in self.by_text and c.text not in fresh:
                 fresh[c.text] = c
         new = list(fresh.values())
-        room = self.max_calls - len(self.issued)
+        room = self.call_limit - len(self.issued)
         if new and room <= 0:
             raise OutOfCalls
         new = new[:room]
@@ -214,6 +219,24 @@ class PlannedSearch(PromptSearch):
             for edit, verdict in zip(batch, verdicts, strict=True):
                 if self._candidate([edit.op]).text in self.by_text:  # asked (not cut for want of calls)
                     sweep.record(edit, self._toward_flip(verdict) - base)
+
+    def _ask_every_one_edit(self) -> Asks:
+        """Certify the cost among one-edit flips: ask every one-edit variant not asked yet,
+        best first (`sweep`) in rounds that double up to CERTIFY_ROUND, until one flips at one
+        edit's cost (nothing is cheaper) or none is left. Its own budget, beside max_calls: one
+        call per variant not yet asked, so a prompt costs at most max_calls plus its variants."""
+        if self._sweep is None:
+            self._sweep = OneEditSweep(self.text)
+        sweep, size = self._sweep, SWEEP_ROUND_FIRST
+        base = self._toward_flip(self.by_text.get(self.text))
+        self.call_limit = len(self.issued) + len(sweep.pending)
+        rounds = [sweep.probes()]
+        while not sweep.complete and not self._at_floor():
+            batch = rounds.pop() if rounds else sweep.next(size)
+            size = min(2 * size, CERTIFY_ROUND)
+            verdicts = yield from self._ask([self._candidate([e.op]) for e in batch])
+            for edit, verdict in zip(batch, verdicts, strict=True):
+                sweep.record(edit, self._toward_flip(verdict) - base)
 
     def one_edit_certified(self) -> bool:
         """Is the cost found minimal among one-edit flips? Yes when it is one edit's cost

@@ -19,7 +19,9 @@ from margin.search.single_edits import OneEdit, one_edits
 from margin.transforms.words import word_spans
 
 #: the kind each word's probe uses: a deletion at a third of the way in, the cheapest way
-#: to change a word that keeps no letter a tokenizer could still read as before.
+#: to change a word that keeps no letter a tokenizer could still read as before. (A
+#: neighbour-key substitution did better on the sample it was tried on and worse on the
+#: held-out prompts: docs/adaptive.md.)
 PROBE_KIND = "deletion"
 SPREAD = 1  # code points either side whose moves count toward a variant's spot
 SPOT_WEIGHT = 1.0  # the spot's weight beside the word's sensitivity

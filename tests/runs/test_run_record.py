@@ -56,6 +56,18 @@ def test_a_run_json_of_the_earlier_version_reads_and_rewrites_to_the_same_bytes(
     assert older.to_json() == bare
 
 
+def test_a_certified_adaptive_run_records_its_one_edit_mode_and_the_default_records_none(tmp_path):
+    certified = prepare(RunConfig(guard="keyword", dataset="sample", suite="quick", search="adaptive",
+                                  one_edit="all")).record
+    guided = prepare(RunConfig(guard="keyword", dataset="sample", suite="quick", search="adaptive",
+                               one_edit="guided")).record
+    assert certified.one_edit == "all" and certified.to_json()["one_edit"] == "all"
+    assert guided.one_edit is None and "one_edit" not in guided.to_json()  # as runs made before --one-edit
+    write_run_record(tmp_path, certified)
+    assert read_run_record(tmp_path) == certified
+    assert guided.differences(certified) == ["one_edit"]
+
+
 def test_differences_name_the_fields_that_differ(tmp_path):
     written(tmp_path, EARLIER)
     record = read_run_record(tmp_path)

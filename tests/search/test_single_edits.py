@@ -117,6 +117,7 @@ def test_the_sweep_asks_the_most_reactive_word_first():
     sweep = OneEditSweep("aa bb cc")
     probes = sweep.probes()
     assert len(probes) == 3  # one in every word, short ones included
+    assert [p.kind for p in probes] == ["deletion"] * 3  # measured against the other kinds (docs/adaptive.md)
     for probe, move in zip(probes, (0.1, 0.9, 0.2), strict=True):
         sweep.record(probe, move)
     assert all(2 <= e.op.start <= 6 for e in sweep.next(10))  # edits at or inside "bb"

@@ -45,9 +45,11 @@ class RunConfig:
     cache_path: Path | None = None  # default: verdicts.sqlite in margin's cache folder
     max_missing: float = settings.MAX_MISSING.default  # share of prompts that may end missing before the run fails
     max_wait_s: float = settings.MAX_WAIT.default
-    # --search adaptive only: guard calls per prompt, and a standard run whose flips seed it.
+    # --search adaptive only: guard calls per prompt, a standard run whose flips seed it, and
+    # how one-edit variants are asked ("guided" by default; "all" certifies every cost).
     max_calls: int | None = None
     incumbents: str | None = None
+    one_edit: str | None = None
     # --guard overrides (None: the preset's default)
     backend: str | None = None
     model: str | None = None

@@ -23,7 +23,7 @@ from margin.runs.executing.guard_pool import is_remote
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.shards import select_shard
 from margin.runs.preparing.subset import METHODS, limit_prompts, limit_record
-from margin.search.adaptive import DEFAULT_MAX_CALLS
+from margin.search.adaptive import DEFAULT_MAX_CALLS, ONE_EDIT_MODES
 from margin.search.candidates import Ladder, original_candidate
 from margin.search.incumbents import load_incumbents
 from margin.search.make import STRATEGIES, STRATEGY_TABLE, Strategy, make_search, strategy
@@ -71,9 +71,12 @@ class PreparedRun:
     def search_options(self, prompt: Prompt) -> dict[str, Any]:
         if not self.strategy.options:
             return {}
-        return {"cost_model": self.cost_model, "seed": self.config.seed,
-                "max_calls": self.config.max_calls or DEFAULT_MAX_CALLS,
-                "incumbent": self.incumbents.get(prompt.id)}
+        out = {"cost_model": self.cost_model, "seed": self.config.seed,
+               "max_calls": self.config.max_calls or DEFAULT_MAX_CALLS,
+               "incumbent": self.incumbents.get(prompt.id)}
+        if self.config.one_edit is not None:
+            out["one_edit"] = self.config.one_edit
+        return out
 
     @cached_property
     def record(self) -> RunRecord:
@@ -89,7 +92,9 @@ class PreparedRun:
             corpus_mean_length=self.cost_model.corpus_mean_length, search=c.search, seed=c.seed,
             limit=c.limit, limit_sample=self.limit_sample, shard=c.shard or None, protocol=self.strategy.protocol,
             max_calls=(c.max_calls or DEFAULT_MAX_CALLS) if adaptive else None,
-            incumbents=c.incumbents if adaptive else None)
+            incumbents=c.incumbents if adaptive else None,
+            # runs made before --one-edit have no key, so the default is not recorded
+            one_edit=c.one_edit if adaptive and c.one_edit not in (None, "guided") else None)
 
 
 def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
@@ -157,13 +162,17 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
         raise InputError("must not be negative", field="--driver-cpus")
     if not 0 <= config.max_missing <= 1:
         raise InputError("must be a share between 0 and 1 (or a percentage such as 1%)", field="--max-missing")
-    for option, given in (("max_calls", config.max_calls is not None), ("incumbents", bool(config.incumbents))):
+    for option, given in (("max_calls", config.max_calls is not None), ("incumbents", bool(config.incumbents)),
+                          ("one_edit", config.one_edit is not None)):
         if given and option not in STRATEGY_TABLE[config.search].options:
             takers = " or ".join(s.name for s in STRATEGY_TABLE.values() if option in s.options)
             flag = "--" + option.replace("_", "-")
             raise InputError(f"only --search {takers} takes {flag}", field="--search")
     if config.max_calls is not None and config.max_calls < 2:
         raise InputError("must be at least 2 (the original and one edit)", field="--max-calls")
+    if config.one_edit is not None and config.one_edit not in ONE_EDIT_MODES:
+        raise InputError(f"unknown mode {config.one_edit!r}; expected {' or '.join(ONE_EDIT_MODES)}",
+                         field="--one-edit")
     dataset = load_dataset(config.dataset)
     suite = load_suite(config.suite)
     # The corpus norm uses every prompt of the dataset, so --limit and shards keep the same units.

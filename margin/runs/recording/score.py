@@ -37,7 +37,7 @@ from margin.runs.recording.recorded import (
     read_verdicts,
     unmatched,
 )
-from margin.search.make import STRATEGIES
+from margin.search.make import STRATEGIES, STRATEGY_TABLE
 from margin.types import Candidate, GuardInfo, Prompt, SearchResult
 
 
@@ -115,7 +115,11 @@ def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str) -
     limit = record.limit if record else None
     # the run's way of choosing its prompts, unless another --limit asks for a new sample
     method = (record.limit_method if record else "stratified") if options.limit in (None, limit) else "stratified"
+    # the recorded search's own options (--max-calls, --one-edit), so it asks what it asked
+    taken = STRATEGY_TABLE[search].options if record and search == record.search else ()
     return RunConfig(
+        max_calls=record.max_calls if record and "max_calls" in taken else None,
+        one_edit=record.one_edit if record and "one_edit" in taken else None,
         guard=guard_id,
         dataset=dataset,
         suite=suite,
