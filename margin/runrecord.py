@@ -15,9 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from margin.cost import CostNorm
 from margin.datasets import XSTEST_URL
 from margin.errors import InputError
 from margin.types import GuardInfo
+
+#: What decides a run when nothing says otherwise, written once: `margin run`, `margin ablate`,
+#: `margin score`, `RunConfig`, a study's `seed` and the adaptive searches take their defaults
+#: from here (how calls are made is `margin.engine.settings`).
+DEFAULT_DATASET = "sample"
+DEFAULT_SUITE = "standard"
+DEFAULT_BUDGET = 100.0
+DEFAULT_SEARCH = "cheapest"
+DEFAULT_SEED = 0
+DEFAULT_COST_NORM: CostNorm = "corpus"
+DEFAULT_MAX_CALLS = 100  # guard calls per prompt of a guard-guided search (adaptive, bon)
 
 #: The fields that decide a run's results, each with the flag that sets it (a refused resume names it).
 DECIDING: dict[str, str] = {

@@ -22,6 +22,13 @@ from margin.cli.common import (
 )
 from margin.engine import settings
 from margin.errors import EndpointDown
+from margin.runrecord import (
+    DEFAULT_BUDGET,
+    DEFAULT_COST_NORM,
+    DEFAULT_DATASET,
+    DEFAULT_SEED,
+    DEFAULT_SUITE,
+)
 
 
 @app.command()
@@ -30,13 +37,13 @@ def ablate(
     defences: Annotated[str, typer.Option(help="comma-separated: none, nfkc, strip-format, strip-marks, skeleton, "
                                                "decode, all, or compositions such as nfkc+skeleton")] = (
         "none,nfkc,strip-format,skeleton,strip-marks,decode,all"),
-    dataset: o.Dataset = "sample",
-    suite: o.Suite = "standard",
-    budget: o.Budget = 100.0,
+    dataset: o.Dataset = DEFAULT_DATASET,
+    suite: o.Suite = DEFAULT_SUITE,
+    budget: o.Budget = DEFAULT_BUDGET,
     search: Annotated[str, typer.Option(help="exhaustive (per-family effectiveness) | cheapest (margins only)")] = "exhaustive",
-    seed: o.Seed = 0,
+    seed: o.Seed = DEFAULT_SEED,
     limit: o.Limit = None,
-    cost_norm: o.CostNorm = "corpus",
+    cost_norm: o.CostNorm = DEFAULT_COST_NORM,
     batch_size: o.BatchSize = settings.BATCH_SIZE.flag_default,
     out: o.OutDir = None,
     backend: o.Backend = None,

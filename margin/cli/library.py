@@ -11,6 +11,7 @@ from rich.table import Table
 
 from margin.cli.app import console, guards_app, transforms_app
 from margin.errors import InputError
+from margin.runrecord import DEFAULT_SEED
 
 
 @transforms_app.command("list")
@@ -40,7 +41,7 @@ def transforms_apply(
     name: str,
     text: str,
     strength: Annotated[str | None, typer.Option(help="k, p%, @i, or a wrapper variant")] = None,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option()] = DEFAULT_SEED,
     as_json: Annotated[bool, typer.Option("--json", help="print {text, cost}")] = False,
 ) -> None:
     """Apply one transform to TEXT; print the result and its cost against TEXT alone."""

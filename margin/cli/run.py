@@ -15,18 +15,27 @@ from margin.cli.common import check_limits, check_or_fail, fail, fmt, parse_shar
 from margin.cli.progress import RunProgress
 from margin.engine import settings
 from margin.errors import EndpointDown, InputError
+from margin.runrecord import (
+    DEFAULT_BUDGET,
+    DEFAULT_COST_NORM,
+    DEFAULT_DATASET,
+    DEFAULT_MAX_CALLS,
+    DEFAULT_SEARCH,
+    DEFAULT_SEED,
+    DEFAULT_SUITE,
+)
 
 
 @app.command()
 def run(
     guard: o.Guard,
-    dataset: o.Dataset = "sample",
-    suite: o.Suite = "standard",
-    budget: o.Budget = 100.0,
-    search: Annotated[str, typer.Option(help="cheapest | exhaustive | adaptive (guard-guided; upper bounds) | bon (Best-of-N baseline)")] = "cheapest",
-    seed: o.Seed = 0,
+    dataset: o.Dataset = DEFAULT_DATASET,
+    suite: o.Suite = DEFAULT_SUITE,
+    budget: o.Budget = DEFAULT_BUDGET,
+    search: Annotated[str, typer.Option(help="cheapest | exhaustive | adaptive (guard-guided; upper bounds) | bon (Best-of-N baseline)")] = DEFAULT_SEARCH,
+    seed: o.Seed = DEFAULT_SEED,
     limit: o.Limit = None,
-    cost_norm: o.CostNorm = "corpus",
+    cost_norm: o.CostNorm = DEFAULT_COST_NORM,
     batch_size: o.BatchSize = settings.BATCH_SIZE.flag_default,
     out: Annotated[Path | None, typer.Option(help="run folder (default runs/<guard>-<time>)")] = None,
     backend: o.Backend = None,
@@ -34,7 +43,7 @@ def run(
     base_url: o.BaseUrl = None,
     api_key_env: o.ApiKeyEnv = None,
     threshold: o.Threshold = None,
-    max_calls: Annotated[int | None, typer.Option(help="adaptive: guard calls per prompt (default 100)")] = None,
+    max_calls: Annotated[int | None, typer.Option(help=f"adaptive, bon: guard calls per prompt (default {DEFAULT_MAX_CALLS})")] = None,
     incumbents: Annotated[str | None, typer.Option(help="adaptive: a standard run folder whose flips seed it")] = None,
     one_edit: Annotated[str | None, typer.Option(help="adaptive: guided (default: one-edit variants by the guard's "
                                                       "reaction, within --max-calls) | all (then every one-edit "

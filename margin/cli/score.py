@@ -9,6 +9,7 @@ import typer
 
 from margin.cli.app import app, console, err
 from margin.cli.common import families, print_tables
+from margin.runrecord import DEFAULT_BUDGET, DEFAULT_COST_NORM, DEFAULT_SEED
 
 
 @app.command()
@@ -18,9 +19,9 @@ def score(
     out: Annotated[Path | None, typer.Option(help="write results, snapshot, curves and analyses here")] = None,
     dataset: Annotated[str | None, typer.Option(help="dataset the verdicts were made on (default: run.json's)")] = None,
     suite: Annotated[str | None, typer.Option(help="suite the verdicts were made with (default: run.json's)")] = None,
-    budget: Annotated[float | None, typer.Option(help="budget B (default: run.json's, else 100)")] = None,
-    cost_norm: Annotated[str | None, typer.Option(help="corpus | prompt (default: run.json's, else corpus)")] = None,
-    seed: Annotated[int | None, typer.Option(help="transform seed (default: run.json's, else 0)")] = None,
+    budget: Annotated[float | None, typer.Option(help=f"budget B (default: run.json's, else {DEFAULT_BUDGET:g})")] = None,
+    cost_norm: Annotated[str | None, typer.Option(help=f"corpus | prompt (default: run.json's, else {DEFAULT_COST_NORM})")] = None,
+    seed: Annotated[int | None, typer.Option(help=f"transform seed (default: run.json's, else {DEFAULT_SEED})")] = None,
     search: Annotated[str | None, typer.Option(help="cheapest | exhaustive (default: run.json's)")] = None,
     limit: Annotated[int | None, typer.Option(help="a stratified sample of N prompts, as run --limit (default: run.json's)")] = None,
     guard_id: Annotated[str | None, typer.Option(help="guard id for verdicts made elsewhere")] = None,

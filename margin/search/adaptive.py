@@ -47,6 +47,7 @@ import contextlib
 from collections.abc import Sequence
 
 from margin.cost import CostModel
+from margin.runrecord import DEFAULT_MAX_CALLS, DEFAULT_SEED
 from margin.search.approx import word_placements
 from margin.search.candidates import Candidates
 from margin.search.edits import Op, conflicts, rebuild_text
@@ -58,7 +59,6 @@ from margin.transforms.registry import get_transform
 from margin.transforms.words import word_spans
 from margin.types import Candidate, Flip, Prompt
 
-DEFAULT_MAX_CALLS = 100
 #: single-edit reactions asked per round when ranking by the guard's reaction: the ranking
 #: stops at the first single edit that flips, so asking fewer at a time saves calls.
 SINGLES_PER_ROUND = 4
@@ -102,7 +102,7 @@ class AdaptiveSearch(PlannedSearch):
 
     def __init__(self, prompt: Prompt, original: Candidate, candidates: Sequence[Candidate] | Candidates,
                  budget: float, *,
-                 cost_model: CostModel, seed: int = 0, max_calls: int = DEFAULT_MAX_CALLS,
+                 cost_model: CostModel, seed: int = DEFAULT_SEED, max_calls: int = DEFAULT_MAX_CALLS,
                  incumbent: Flip | None = None, families: Sequence[str] | None = None,
                  prior: bool = True, one_edit: str = "guided") -> None:
         if one_edit not in ONE_EDIT_MODES:

@@ -17,6 +17,7 @@ import random
 from collections.abc import Sequence
 
 from margin.cost import CostModel
+from margin.runrecord import DEFAULT_MAX_CALLS, DEFAULT_SEED
 from margin.search.candidates import Candidates
 from margin.search.edits import Op
 from margin.search.planned import Asks, OutOfCalls, PlannedSearch
@@ -55,7 +56,7 @@ class BestOfNSearch(PlannedSearch):
     """Random augmentations, SAMPLES_PER_ROUND at a time, until one flips (see the module)."""
 
     def __init__(self, prompt: Prompt, original: Candidate, candidates: Sequence[Candidate] | Candidates,
-                 budget: float, *, cost_model: CostModel, seed: int = 0, max_calls: int = 100,
+                 budget: float, *, cost_model: CostModel, seed: int = DEFAULT_SEED, max_calls: int = DEFAULT_MAX_CALLS,
                  incumbent: Flip | None = None) -> None:
         args = dict(prompt=prompt, original=original, candidates=candidates, budget=budget,
                     cost_model=cost_model, seed=seed, max_calls=max_calls, incumbent=incumbent)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from margin.engine import settings
 from margin.errors import InputError
+from margin.runrecord import DEFAULT_DATASET, DEFAULT_SEED
 from margin.studies.models import ModelSpec
 from margin.types import Label
 from margin.util.hashing import sha256_bytes
@@ -136,7 +137,7 @@ class Runtime(Strict):
 
 class StudyConfig(Strict):
     name: str = Field(min_length=1)
-    dataset: str = "sample"
+    dataset: str = DEFAULT_DATASET
     prompts: PromptSubset = PromptSubset()
     guards: list[GuardEntry] = Field(min_length=1)
     models: list[ProtectedModel] = Field(min_length=1)
@@ -145,7 +146,7 @@ class StudyConfig(Strict):
     transformations: list[TransformationItem] = Field(min_length=1)
     thresholds: StudyThresholds = StudyThresholds()
     generation: Generation = Generation()
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     runtime: Runtime = Runtime()
 
     @field_validator("name")

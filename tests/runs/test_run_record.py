@@ -125,3 +125,27 @@ def test_merge_and_score_ask_the_record_and_name_the_field_that_differs(tmp_path
     assert "\n" not in str(info.value) and not (tmp_path / "merged").exists()
     with pytest.raises(InputError, match=r"^.*b/run.json: budget differs from .*a/run.json \(50.0 vs 100.0\)"):
         rescore([tmp_path / "a", tmp_path / "b"])
+
+
+#: Parameters named like an identity default whose literal is meant, with why.
+NOT_IDENTITY = {
+    "__init__.seed": "the engine Book's backoff jitter seed, not the transforms' seed",
+    "ablate.search": "ablate's own default (exhaustive: per-family effectiveness), not a run's",
+}
+
+
+def test_what_decides_a_run_has_its_defaults_written_once():
+    """dataset, suite, budget, search, seed, cost norm and max calls take their defaults from
+    margin.runrecord; no other module writes a literal of its own."""
+    import ast
+
+    from tests.engine.test_settings import literal_defaults
+    from tests.support.paths import REPO
+
+    names = {"dataset", "suite", "budget", "search", "seed", "cost_norm", "max_calls"}
+    home = REPO / "margin" / "runrecord.py"
+    written = [f"{path.relative_to(REPO)}:{line}: {name}"
+               for path in sorted((REPO / "margin").rglob("*.py")) if path != home
+               for line, name in literal_defaults(ast.parse(path.read_text("utf-8")), names)
+               if name not in NOT_IDENTITY]
+    assert not written, "defaults written outside margin/runrecord.py:\n" + "\n".join(written)

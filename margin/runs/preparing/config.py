@@ -10,6 +10,14 @@ from margin.cost import CostNorm
 from margin.engine import settings
 from margin.guards.make import parse_guard_spec
 from margin.guards.spec import GuardSpec
+from margin.runrecord import (
+    DEFAULT_BUDGET,
+    DEFAULT_COST_NORM,
+    DEFAULT_DATASET,
+    DEFAULT_SEARCH,
+    DEFAULT_SEED,
+    DEFAULT_SUITE,
+)
 from margin.runs.executing.session import CallSettings, Engine
 from margin.runs.preparing.subset import LimitMethod
 
@@ -17,14 +25,14 @@ from margin.runs.preparing.subset import LimitMethod
 @dataclass(frozen=True)
 class RunConfig:
     guard: str | GuardSpec
-    dataset: str = "sample"
-    suite: str = "standard"
-    budget: float = 100.0
-    search: str = "cheapest"
-    seed: int = 0
+    dataset: str = DEFAULT_DATASET
+    suite: str = DEFAULT_SUITE
+    budget: float = DEFAULT_BUDGET
+    search: str = DEFAULT_SEARCH
+    seed: int = DEFAULT_SEED
     limit: int | None = None  # a stratified sample of this many prompts (margin.runs.preparing.subset)
     limit_method: LimitMethod = "stratified"  # "first": how runs made before the sample chose
-    cost_norm: CostNorm = "corpus"
+    cost_norm: CostNorm = DEFAULT_COST_NORM
     batch_size: int = settings.BATCH_SIZE.default
     # Call limits; None: the guard file's `backend_options`, else `margin.engine.settings`'s defaults.
     max_attempts: int | None = None

@@ -18,12 +18,12 @@ from margin.guards.base import Guard
 from margin.guards.make import describe_guard
 from margin.guards.spec import GuardSpec
 from margin.guards.weights import check_loadable
-from margin.runrecord import LimitSample, Named, RunRecord
+from margin.runrecord import DEFAULT_MAX_CALLS, LimitSample, Named, RunRecord
 from margin.runs.executing.guard_pool import is_remote
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.shards import select_shard
 from margin.runs.preparing.subset import METHODS, limit_prompts, limit_record
-from margin.search.adaptive import DEFAULT_MAX_CALLS, ONE_EDIT_MODES
+from margin.search.adaptive import ONE_EDIT_MODES
 from margin.search.candidates import Ladder, original_candidate
 from margin.search.incumbents import load_incumbents
 from margin.search.make import STRATEGIES, STRATEGY_TABLE, Strategy, make_search, strategy

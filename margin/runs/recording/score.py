@@ -24,7 +24,7 @@ from margin.runfolder import (
     write_results,
     write_run_record,
 )
-from margin.runrecord import SAME_VERDICTS, RunRecord
+from margin.runrecord import DEFAULT_BUDGET, DEFAULT_SEARCH, DEFAULT_SEED, SAME_VERDICTS, RunRecord
 from margin.runs.executing.folder import claim_out_dir
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.prepare import PreparedRun, prepare_inputs
@@ -109,7 +109,7 @@ def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str) -
     if dataset is None or suite is None:
         raise InputError("verdicts without a run folder need --dataset and --suite (the ones they were made with)",
                          field="--dataset" if dataset is None else "--suite")
-    search = options.search or (record.search if record else "cheapest")
+    search = options.search or (record.search if record else DEFAULT_SEARCH)
     if search not in STRATEGIES:
         search = "cheapest"  # a name no strategy here has: replay the suite, cheapest first
     limit = record.limit if record else None
@@ -123,9 +123,9 @@ def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str) -
         guard=guard_id,
         dataset=dataset,
         suite=suite,
-        budget=options.budget if options.budget is not None else (float(record.budget) if record else 100.0),
+        budget=options.budget if options.budget is not None else (float(record.budget) if record else DEFAULT_BUDGET),
         search=search,
-        seed=options.seed if options.seed is not None else (record.seed if record else 0),
+        seed=options.seed if options.seed is not None else (record.seed if record else DEFAULT_SEED),
         limit=options.limit if options.limit is not None else limit,
         limit_method=method,
         cost_norm=options.cost_norm or (record.cost_norm if record else "corpus"),  # type: ignore[arg-type]
