@@ -169,8 +169,3 @@ def backend_of(name: str) -> Backend:
 def remote_names() -> str:
     """The remote backends' names, as an error message offers them (`openai`)."""
     return " or ".join(b.name for b in BACKENDS.values() if b.remote)
-
-
-def build_chat(name: str, setup: ChatSetup) -> Any:
-    """The chat backend `name` over `setup`: the one builder guards and study models use."""
-    return backend_of(name).build(setup)

@@ -41,9 +41,9 @@ def build_preset(spec: GuardSpec, preset: Preset, info: GuardInfo) -> Guard:
 
     # A LoRA preset loads its base model and the adapter on top; a server names it itself.
     lora_base = preset.lora_base if preset.lora_base and model == preset.checkpoint else None
-    registry = backend_of(backend)
-    chat = registry.build(ChatSetup(
+    chosen = backend_of(backend)
+    chat = chosen.build(ChatSetup(
         model, revision, lora_base=lora_base, base_url=spec.base_url or preset.base_url,
         api_key_env=spec.api_key_env or preset.api_key_env, auto_class=preset.auto_class,
-        top_logprobs=int(registry.value(options, "top_logprobs")), options=options))
+        top_logprobs=int(chosen.value(options, "top_logprobs")), options=options))
     return GenerativeGuard(adapter, chat, info, max_batch_size=spec.max_batch_size or 16)

@@ -17,7 +17,6 @@ from margin.backends.registry import (
     ChatSetup,
     UnknownBackend,
     backend_of,
-    build_chat,
 )
 from margin.engine.limits import LIMIT_OPTIONS, EndpointLimits
 from margin.errors import InputError
@@ -80,7 +79,7 @@ def test_each_backend_states_its_options_and_whether_it_is_remote():
 
 
 def test_one_builder_for_guards_and_study_models():
-    chat = build_chat("openai", ChatSetup("served-name", base_url="http://127.0.0.1:1/v1", top_logprobs=5))
+    chat = backend_of("openai").build(ChatSetup("served-name", base_url="http://127.0.0.1:1/v1", top_logprobs=5))
     assert chat.remote and chat.model == "served-name" and chat.top_logprobs == 5
     model = ChatModel(ModelSpec(model="m", base_url="http://127.0.0.1:1/v1"), 8)
     assert model.remote and type(model.backend) is type(chat) and model.backend.top_logprobs == 0
