@@ -41,10 +41,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # peer_http, beside this script
+
+from peer_http import guard_scores  # noqa: E402
 
 KINDS = ("invisible", "homoglyph", "reorder", "deletion")
 INVISIBLE = ("\u200b", "\u200c", "\u200d")  # zero-width space, non-joiner, joiner
@@ -190,15 +193,7 @@ def attack(text: str, label: str, ask: Asker, options: dict[str, Any]) -> dict[s
 
 
 def http_score(url: str) -> Callable[[list[str]], list[float]]:
-    def score(texts: list[str]) -> list[float]:
-        body = json.dumps({"texts": texts}).encode("utf-8")
-        request = urllib.request.Request(f"{url}/p_unsafe", data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=600) as response:
-            answer = json.loads(response.read())["p_unsafe"]
-        if any(p is None for p in answer):
-            raise RuntimeError("the guard gave no output for a text")
-        return [float(p) for p in answer]
-    return score
+    return lambda texts: guard_scores(url, texts)
 
 
 def main() -> None:

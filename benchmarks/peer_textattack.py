@@ -49,9 +49,12 @@ import json
 import os
 import random
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # peer_http, beside this script
+
+from peer_http import guard_scores  # noqa: E402
 
 LABELS = {"safe": 0, "unsafe": 1}
 MARKER = "post_install_check_3"  # the file TextAttack 0.3.11 looks for before its post-install step
@@ -112,16 +115,6 @@ def check_setup() -> None:
     missing = [str(p) for p in (cache_dir() / MARKER, stopwords_file(), homoglyphs_file()) if not p.is_file()]
     if missing:
         sys.exit(f"error: run this script with --setup first (missing: {', '.join(missing)})")
-
-
-def score(url: str, texts: list[str]) -> list[float]:
-    body = json.dumps({"texts": texts}).encode("utf-8")
-    request = urllib.request.Request(f"{url}/p_unsafe", data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=600) as response:
-        answer = json.loads(response.read())["p_unsafe"]
-    if any(p is None for p in answer):
-        raise RuntimeError("the guard gave no output for a text")
-    return [float(p) for p in answer]
 
 
 RECIPES = ("deepwordbug", "pruthi", "textbugger-char")
@@ -191,7 +184,7 @@ def main() -> None:
 
         def __call__(self, text_input_list: list[str], **kwargs: Any) -> Any:
             self.sent += len(text_input_list)
-            p = np.array(score(args.url, list(text_input_list)))
+            p = np.array(guard_scores(args.url, list(text_input_list)))
             return np.stack([1.0 - p, p], axis=1)
 
     guard = HttpGuard()

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 
 from tests.support.paths import REPO
+from tests.support.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def generator():
-    spec = importlib.util.spec_from_file_location("gen_settings", REPO / "docs" / "gen_settings.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gen_settings"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "docs" / "gen_settings.py")
 
 
 @pytest.mark.parametrize("kind", ["full", "limits"])

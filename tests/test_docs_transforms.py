@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-import sys
 
 import pytest
 
 from tests.support.paths import REPO
+from tests.support.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def generator():
-    spec = importlib.util.spec_from_file_location("gen_transforms", REPO / "docs" / "gen_transforms.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gen_transforms"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "docs" / "gen_transforms.py")
 
 
 @pytest.mark.slow

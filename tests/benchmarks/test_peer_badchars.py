@@ -79,7 +79,7 @@ def test_the_peer_halves_import_nothing_of_margin():
     import ast
     from pathlib import Path
 
-    for name in ("peer_badchars.py", "peer_textattack.py"):
+    for name in ("peer_badchars.py", "peer_textattack.py", "peer_http.py"):
         tree = ast.parse((Path(__file__).resolve().parents[2] / "benchmarks" / name).read_text("utf-8"))
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
