@@ -253,8 +253,9 @@ def check(spec: GuardSpec) -> GuardSpec:
         for field in ("backend", "model", "base_url", "api_key_env", "threshold", "revision", "weights"):
             if getattr(spec, field) is not None and field not in allowed:
                 raise InputError(f"the {kind} guard takes no {FLAGS.get(field, field)}", field=FLAGS.get(field, field))
-        if spec.options or spec.backend_options:
-            raise InputError(f"the {kind} guard takes no options", field="options")
+        for field in ("options", "backend_options"):  # named as given, so a guard file's line is found
+            if getattr(spec, field):
+                raise InputError(f"the {kind} guard takes no {field} (it calls no backend)", field=field)
         if spec.weights is not None:
             weights_path(spec.weights)  # there now, not when the guard is built
         return spec

@@ -213,6 +213,19 @@ def test_bad_declarations_name_the_guard_file_line(detector, body, field, line, 
     assert (caught.value.field, caught.value.line) == (field, line) and message in caught.value.message
 
 
+@pytest.mark.parametrize(("body", "field"), [
+    ("backend_options: {max_concurrency: 3}\n", "backend_options"),
+    ("options: {x: 1}\n", "options"),
+])
+def test_options_for_a_guard_without_a_backend_name_the_key_and_its_line(tmp_path, body, field):
+    path = tmp_path / "kw.yaml"
+    path.write_text("guard: keyword\n" + body)
+    with pytest.raises(InputError) as caught:
+        parse_guard_spec(str(path))
+    assert (caught.value.field, caught.value.line) == (field, 2)
+    assert f"takes no {field}" in caught.value.message
+
+
 def test_weights_for_a_preset_or_keyword_and_a_class_that_cannot_take_them(detector, tmp_path):
     (detector / "w.json").write_text("{}")
     for guard in ("keyword", "llama-guard-4"):
