@@ -31,7 +31,9 @@ read off each prompt's calls; margin's count its whole search, pruning included)
 
 A peer's side does not depend on margin's code: `--reuse FILE` takes the peers' rows from an
 earlier run's --json (same guard, dataset, seed and sample; their flips are re-checked again)
-and runs only margin's side and the peers not in it.
+and runs only margin's side and the peers not in it. `--one-edit all` runs adaptive certified
+(as margin run --one-edit all: every one-edit variant left is asked, so each cost is minimal
+among one-edit flips); the default is guided.
 """
 
 from __future__ import annotations
@@ -222,7 +224,8 @@ def combined(peers: dict[str, list[dict[str, Any]]]) -> str:
 
 def margin_side(args: argparse.Namespace, search: str, max_calls: int | None) -> tuple[Any, Any, float]:
     config = RunConfig(guard=args.guard, dataset=args.dataset, search=search, seed=args.seed, limit=args.limit,
-                       max_calls=max_calls, batch_size=256, engine="local")
+                       max_calls=max_calls, one_edit=args.one_edit if search == "adaptive" else None,
+                       batch_size=256, engine="local")
     prepared = prepare(config)
     if args.sample is not None:
         guard = load_guard(args.guard)
@@ -245,6 +248,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--badchars-budget", type=int, default=5, help="BadCharacters' most perturbations")
     parser.add_argument("--max-calls", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--one-edit", default=None, choices=("guided", "all"),
+                        help="adaptive's --one-edit (all: ask every one-edit variant left, so each cost is certified)")
     parser.add_argument("--limit", type=int, default=None, help="a stratified sample of N prompts, as margin run --limit")
     parser.add_argument("--sample", type=int, default=None, help="N evenly spaced prompts the guard gets right")
     parser.add_argument("--bon", action="store_true", help="also run --search bon (101 calls) for its curve")
@@ -267,6 +272,7 @@ def main() -> None:
     report: dict[str, Any] = {
         "guard": guard.info.id, "dataset": prepared.dataset.name, "prompts": len(prepared.prompts), "seed": args.seed,
         "sample": args.sample, "limit": args.limit, "max_calls": prepared.search_options(prepared.prompts[0])["max_calls"],
+        "one_edit": args.one_edit or "guided",
         "margin_wall_s": margin_s, "peers": {}}
     strategies = {"margin adaptive": [(r.label, r.guard_calls, r.flip is not None) for r in right]}
     for name in args.peer:

@@ -98,3 +98,23 @@ def test_the_combined_table_has_a_column_per_peer():
                       "badchars": [{**row, "peer_cost": 4.0, "peer_guard_calls": 30}]}).splitlines()
     assert table[0] == "| prompt | class | margin adaptive | pruthi | badchars |"
     assert table[2] == "| u1 | unsafe | 2.00 (4) | — (9) | 4.00 (30) |"
+
+
+def test_one_edit_all_reaches_margins_side_and_certifies_every_cost(xstest_csv):
+    """--one-edit reaches adaptive's RunConfig: with `all` every cost is tagged minimal among
+    one-edit flips; by default (guided) the keyword guard's two-edit safe flips stay upper bounds."""
+    import argparse
+
+    from benchmarks.peer import margin_side
+    from margin.reports.metrics import ONE_EDIT_TAG
+
+    def tags(one_edit):
+        args = argparse.Namespace(guard="keyword", dataset=str(xstest_csv), seed=0, limit=12, sample=None,
+                                  one_edit=one_edit)
+        _, outcome, _ = margin_side(args, "adaptive", None)
+        return [dict(r.extra)[ONE_EDIT_TAG] for r in outcome.results
+                if r.status == "scored" and r.clean_verdict == r.label]
+
+    guided, certified = tags(None), tags("all")
+    assert "upper-bound" in guided
+    assert certified and set(certified) == {"minimal"}
