@@ -100,6 +100,7 @@ def test_the_combined_table_has_a_column_per_peer():
     assert table[2] == "| u1 | unsafe | 2.00 (4) | — (9) | 4.00 (30) |"
 
 
+@pytest.mark.slow  # two adaptive runs over 12 XSTest prompts, certified mode asking every variant
 def test_one_edit_all_reaches_margins_side_and_certifies_every_cost(xstest_csv):
     """--one-edit reaches adaptive's RunConfig: with `all` every cost is tagged minimal among
     one-edit flips; by default (guided) the keyword guard's two-edit safe flips stay upper bounds."""
