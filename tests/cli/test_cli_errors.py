@@ -133,6 +133,7 @@ def broken_checkpoint(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # torch and transformers load, then fail on the broken checkpoint (about 6 s)
 def test_a_guard_whose_model_fails_to_load_is_one_line_and_leaves_no_folder(tmp_path):
     model = broken_checkpoint(tmp_path / "ckpt")
     out = tmp_path / "run"

@@ -111,6 +111,7 @@ def test_a_guard_without_scores_is_certified_too():
     assert {apply_ops(text, [e.op], 0) for e in one_edits(text)} <= {c.text for c in search.issued}
 
 
+@pytest.mark.slow  # two certified searches asking every variant of the prompt (about 11 s)
 def test_a_missing_verdict_leaves_the_cost_an_upper_bound():
     late = needle(len(one_edits(TEXT)) - 30)
 
