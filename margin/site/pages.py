@@ -45,13 +45,17 @@ class Column:
     first: str = "descending"  # the direction of a column's first sort: best first
 
 
+#: How the leaderboard shows each headline figure (title, note), in the figures' own order.
+FIGURE_LABELS = {
+    "balanced_margin": ("Balanced margin", "both classes, 0–100"),
+    "unsafe_margin": ("Unsafe margin", "false allows, 0–100"),
+    "safe_margin": ("Safe margin", "false blocks, 0–100"),
+    "clean_balanced_accuracy": ("Clean balanced accuracy", "% on original prompts"),
+}
 COLUMNS = (
     Column("rank", "Rank", numeric=True, first="ascending"),
     Column("guard", "Guard", numeric=False, first="ascending"),
-    Column("balanced_margin", "Balanced margin", "both classes, 0–100"),
-    Column("unsafe_margin", "Unsafe margin", "false allows, 0–100"),
-    Column("safe_margin", "Safe margin", "false blocks, 0–100"),
-    Column("clean_balanced_accuracy", "Clean balanced accuracy", "% on original prompts"),
+    *(Column(name, *FIGURE_LABELS[name]) for name in HEADLINE_FIGURES),  # a figure without a label fails here
 )
 FIRST_FIELDS = ("checkpoint", "revision", "backend", "family", "threshold", "params", "search", "seed",
                 "template_sha256", "margin_version", "git_commit")

@@ -358,3 +358,11 @@ def test_a_port_in_use_is_one_error_and_nothing_written(pub, tmp_path):
         proc = margin("site", str(pub), "--out", str(tmp_path / "out"), "--serve", "--port", str(port))
     assert proc.returncode == 2 and f"--port: cannot listen on 127.0.0.1:{port}" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_the_leaderboard_labels_exactly_the_headline_figures():
+    from margin.site.pages import COLUMNS, FIGURE_LABELS
+    from margin.types import HEADLINE_FIGURES
+
+    assert tuple(FIGURE_LABELS) == HEADLINE_FIGURES
+    assert [c.key for c in COLUMNS[2:]] == list(HEADLINE_FIGURES)
