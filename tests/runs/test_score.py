@@ -158,3 +158,25 @@ def test_score_cli_writes_everything_and_says_it_matches(tmp_path):
                                                  "transform": None, "strength": None}, {"oops": 1}])
     proc = margin("score", str(bad), "--dataset", "sample", "--suite", "quick")
     assert proc.returncode == 2 and f"{bad}:2" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow  # four margin processes
+def test_a_seeded_adaptive_run_rescores_from_its_incumbents_to_the_same_bytes(tmp_path):
+    """`margin score` replays an adaptive run with the incumbents it was seeded with: without
+    them its searches ask other texts, and the results differed."""
+    std, run, out = tmp_path / "std", tmp_path / "ada", tmp_path / "rescored"
+    common = ("--guard", "keyword", "--engine", "local", "--no-cache", "--limit", "8")
+    assert margin("run", *common, "--suite", "quick", "--out", str(std)).returncode == 0
+    proc = margin("run", *common, "--search", "adaptive", "--max-calls", "12", "--incumbents", str(std),
+                  "--out", str(run))
+    assert proc.returncode == 0, proc.stderr
+    proc = margin("score", str(run), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "results.jsonl").read_bytes() == (run / "results.jsonl").read_bytes()
+    assert json.loads((out / "run.json").read_text())["incumbents"] == str(std)
+
+    std.rename(tmp_path / "moved")
+    proc = margin("score", str(run), "--out", str(tmp_path / "again"))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert f"seeded with --incumbents {std}, which is not here" in proc.stderr
+    assert not (tmp_path / "again").exists()

@@ -24,7 +24,14 @@ from margin.runfolder import (
     write_results,
     write_run_record,
 )
-from margin.runrecord import DEFAULT_BUDGET, DEFAULT_SEARCH, DEFAULT_SEED, SAME_VERDICTS, RunRecord
+from margin.runrecord import (
+    DEFAULT_BUDGET,
+    DEFAULT_COST_NORM,
+    DEFAULT_SEARCH,
+    DEFAULT_SEED,
+    SAME_VERDICTS,
+    RunRecord,
+)
 from margin.runs.executing.folder import claim_out_dir
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.prepare import PreparedRun, prepare_inputs
@@ -37,6 +44,7 @@ from margin.runs.recording.recorded import (
     read_verdicts,
     unmatched,
 )
+from margin.search.incumbents import load_incumbents
 from margin.search.make import STRATEGIES, STRATEGY_TABLE
 from margin.types import Candidate, GuardInfo, Prompt, SearchResult
 
@@ -103,7 +111,8 @@ def split_inputs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
     return runs, files
 
 
-def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str) -> RunConfig:
+def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str,
+               where: Path | None = None) -> RunConfig:
     dataset = options.dataset or (record.dataset_spec if record else None)
     suite = options.suite or (record.suite_spec if record else None)
     if dataset is None or suite is None:
@@ -115,11 +124,16 @@ def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str) -
     limit = record.limit if record else None
     # the run's way of choosing its prompts, unless another --limit asks for a new sample
     method = (record.limit_method if record else "stratified") if options.limit in (None, limit) else "stratified"
-    # the recorded search's own options (--max-calls, --one-edit), so it asks what it asked
+    # the recorded search's own options (--max-calls, --incumbents, --one-edit), so it asks what it asked
     taken = STRATEGY_TABLE[search].options if record and search == record.search else ()
+    incumbents = record.incumbents if record and "incumbents" in taken else None
+    if incumbents and not Path(incumbents).is_dir():
+        raise InputError(f"the run was seeded with --incumbents {incumbents}, which is not here: score it where "
+                         "that run folder is (its flips decide what the search asked)", path=where)
     return RunConfig(
         max_calls=record.max_calls if record and "max_calls" in taken else None,
         one_edit=record.one_edit if record and "one_edit" in taken else None,
+        incumbents=incumbents,
         guard=guard_id,
         dataset=dataset,
         suite=suite,
@@ -128,7 +142,7 @@ def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str) -
         seed=options.seed if options.seed is not None else (record.seed if record else DEFAULT_SEED),
         limit=options.limit if options.limit is not None else limit,
         limit_method=method,
-        cost_norm=options.cost_norm or (record.cost_norm if record else "corpus"),  # type: ignore[arg-type]
+        cost_norm=options.cost_norm or (record.cost_norm if record else DEFAULT_COST_NORM),  # type: ignore[arg-type]
     )
 
 
@@ -160,8 +174,10 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
     guard = record.guard if record else external_guard(options.guard_id or recorded.guard_id or "external")
     if options.guard_id and record:
         guard = replace(guard, id=options.guard_id)
-    prepared = prepare_inputs(config_for(record, options, guard.id))
+    prepared = prepare_inputs(config_for(record, options, guard.id, run_dirs[0] / "run.json" if run_dirs else None))
     prepared.info = guard
+    if prepared.config.incumbents:  # the seeds the run began from, so each search asks what it asked
+        prepared.incumbents = load_incumbents(prepared.config.incumbents, prepared.record)
     check_identity(prepared, record, run_dirs[0] / "run.json" if run_dirs else None)
 
     searches = list(prepared.searches())
