@@ -1,7 +1,7 @@
 """Ctrl-C and progress (issue 22, case 8), as a user meets them: a real `margin run`
 subprocess sent SIGINT prints the exact command that continues it and exits 130, on both
-engines, without a traceback (so does `margin study`; `margin ablate`, which cannot resume,
-prints the command that runs it again); progress is a live bar with the time left on a
+engines, without a traceback (so do `margin study` and `margin ablate`, with
+`--out DIR --resume`); progress is a live bar with the time left on a
 terminal and plain lines when stderr is a file or a pipe."""
 
 from __future__ import annotations
