@@ -18,10 +18,10 @@ from margin.cli.common import (
     interrupted,
     parse_share,
     print_tables,
-    rerun_command,
+    resume_command,
 )
 from margin.engine import settings
-from margin.errors import EndpointDown
+from margin.errors import EndpointDown, InputError
 from margin.runrecord import (
     DEFAULT_BUDGET,
     DEFAULT_COST_NORM,
@@ -46,6 +46,7 @@ def ablate(
     cost_norm: o.CostNorm = DEFAULT_COST_NORM,
     batch_size: o.BatchSize = settings.BATCH_SIZE.flag_default,
     out: o.OutDir = None,
+    resume: Annotated[bool, typer.Option("--resume", help="continue the killed ablation in --out (same options)")] = False,
     backend: o.Backend = None,
     model: o.Model = None,
     base_url: o.BaseUrl = None,
@@ -71,6 +72,8 @@ def ablate(
     from margin.runs.ablate import parse_defences, prepare_ablation
     from margin.runs.preparing.config import RunConfig
 
+    if resume and out is None:
+        raise InputError("--resume needs --out, the folder of the ablation to continue", field="--resume")
     chosen = parse_defences(defences)
     limits = check_limits(max_attempts=max_attempts, call_timeout=call_timeout, max_concurrency=max_concurrency,
                           requests_per_second=requests_per_second, hedge_after=hedge_after, max_outage=max_outage)
@@ -84,10 +87,10 @@ def ablate(
         prepared = prepare_ablation(config, chosen)
     except KeyboardInterrupt:
         interrupted(None, None)
-    run_defences(prepared, out, f"ablate-{spec.id or guard}", config.max_missing)
+    run_defences(prepared, out, f"ablate-{spec.id or guard}", config.max_missing, resume)
 
 
-def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -> None:
+def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, resume: bool = False) -> None:
     from margin.cli.run import execute_with_progress
     from margin.reports.tables import ablation_tables
     from margin.runs.ablate import run_ablation
@@ -96,25 +99,26 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -
     from margin.runs.recording.outputs import CoverageError, check_coverage
 
     out_dir = out or default_out_dir(name)
-    check_out_dir(out_dir)
+    if not resume:
+        check_out_dir(out_dir)
 
-    def one(run: Any, folder: Any) -> Any:
-        return execute_with_progress(run, folder, False, execute)
+    def one(run: Any, folder: Any, again: bool) -> Any:
+        return execute_with_progress(run, folder, again, execute)
 
     def start(defence: Any, index: int, total: int) -> None:
         err.print(f"[{index + 1}/{total}] {defence.label}", highlight=False)
 
     made = not out_dir.exists()
-    cache = prepared[0][1].config.cache
     try:
-        outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, on_start=start)
+        outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, resume=resume,
+                               on_start=start)
     except KeyboardInterrupt:
         if kept_if_recorded(out_dir, made):
-            interrupted(out_dir, f"{no_resume(cache)}\n  {rerun_command('ablate')}")
+            interrupted(out_dir, f"continue with\n  {resume_command('ablate', out_dir)}")
         interrupted(None, None)
     except EndpointDown as exc:
-        fail(f"{exc}. The ablation stopped; what it recorded is kept in {out_dir}/; {no_resume(cache)} "
-             f"{rerun_command('ablate')}")
+        fail(f"{exc}. The ablation stopped; what it recorded is kept in {out_dir}/. When the endpoint is back, "
+             f"continue with: {resume_command('ablate', out_dir)}")
     print_tables(ablation_tables(outcome.record))
     console.print(f"wrote {out_dir}/: one run folder per defence, {', '.join(p.name for p in outcome.files)}")
 
@@ -128,12 +132,6 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float) -
 
     check_or_fail([check(defence.label, result.results)
                    for (defence, _), result in zip(prepared, outcome.outcomes, strict=True)], CoverageError)
-
-
-def no_resume(cache: bool) -> str:
-    """What to do about an ablation that stopped: it cannot resume, so it runs again."""
-    again = ", answering from the verdict cache every text already asked" if cache else ""
-    return f"margin ablate does not resume: run it again into a new folder (under runs/, or give another --out){again}:"
 
 
 def kept_if_recorded(out_dir: Path, made: bool) -> bool:

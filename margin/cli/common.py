@@ -61,16 +61,10 @@ def check_limits(*, max_attempts: int | None, call_timeout: float | None, max_co
 
 def resume_command(command: str, folder: Path, argv: list[str] | None = None) -> str:
     """This invocation of `margin COMMAND` again, continuing `folder` (`margin run ...
-    --resume DIR`; `margin study ... --out DIR --resume`): what to type once an endpoint
-    that was down is back."""
+    --resume DIR`; `margin study|ablate ... --out DIR --resume`): what to type once an endpoint
+    that was down is back, or after a Ctrl-C."""
     tail = ["--resume", str(folder)] if command == "run" else ["--out", str(folder), "--resume"]
     return shlex.join(["margin", command, *_without_out(command, argv), *tail])
-
-
-def rerun_command(command: str, argv: list[str] | None = None) -> str:
-    """This invocation of `margin COMMAND` again without its --out (so into a new folder):
-    what to type for a command that cannot resume (`margin ablate`)."""
-    return shlex.join(["margin", command, *_without_out(command, argv)])
 
 
 def _without_out(command: str, argv: list[str] | None) -> list[str]:
@@ -92,7 +86,7 @@ def _without_out(command: str, argv: list[str] | None) -> list[str]:
 
 def interrupted(out_dir: Path | None, next_step: str | None) -> NoReturn:
     """Ctrl-C: what was recorded stays in `out_dir`, and `next_step` says what to type next
-    (the command that continues it, or runs it again); exit 130. None: nothing was recorded."""
+    (the command that continues it); exit 130. None: nothing was recorded."""
     if out_dir is not None and next_step is not None:
         err.print(f"interrupted: {out_dir}/ keeps what was recorded; {next_step}", markup=False,
                   highlight=False, soft_wrap=True)

@@ -5,6 +5,9 @@ costs, so each defence's run is exactly `margin run --normalize D` on the same i
 any difference between runs comes from the defence alone. `none` (the bare guard) always
 runs first: every change is measured against it. The output folder holds one run folder per
 defence (named by the defence), `ablation.json` (`margin.reports.ablation`) and the figures.
+A killed ablation resumes in its folder: each defence's run resumes as `margin run --resume`
+does (finished ones replay their receipts), those not begun start, and the files written at
+the end are written as an uninterrupted ablation writes them.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from margin.reports.observations import from_receipts, key_of
 from margin.reports.plots import ablation_figure, heatmap_figure, save
 from margin.runfolder import atomic_write_text, dumps, read_jsonl
 from margin.runs.executing.execute import execute
-from margin.runs.executing.folder import check_out_dir
+from margin.runs.executing.folder import check_out_dir, check_run_dir
 from margin.runs.executing.guard_pool import is_remote
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.prepare import PreparedRun, check_call_timeout, prepare_inputs
@@ -34,6 +37,8 @@ from margin.search.make import strategy
 from margin.util.provenance import git_commit, margin_version
 
 DEFAULT_DEFENCES = "none,nfkc,strip-format,skeleton,strip-marks,decode,all"
+#: What an ablation writes besides its defences' run folders (at the end, so after any resume).
+END_FILES = ("ablation.json", "ablation.png", "ablation.svg", "ablation-families.png", "ablation-families.svg")
 
 
 @dataclass(frozen=True)
@@ -108,20 +113,48 @@ class AblationOutcome:
     files: list[Path]
 
 
-Execute = Callable[[PreparedRun, Path], RunOutcome]
+Execute = Callable[[PreparedRun, Path, bool], RunOutcome]  # (run, its folder, resume it)
+
+
+def check_ablation_dir(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path) -> None:
+    """--resume: refuse, before any defence starts, a folder that is not an ablation of these
+    defences, or one whose defence ran with other options (each checked as `margin run --resume`)."""
+    if not out_dir.is_dir():
+        raise InputError("no such ablation folder to resume (an ablation stopped before it recorded anything "
+                         "leaves none: start it again with --out)", path=out_dir, field="--resume")
+    if (out_dir / "run.json").is_file():
+        raise InputError("not an ablation folder but one run's (resume that with margin run --resume)",
+                         path=out_dir, field="--resume")
+    labels = {defence.label for defence, _ in prepared}
+    for entry in sorted(out_dir.iterdir()):
+        if entry.name in END_FILES or any(entry.name.startswith(f".{name}.") for name in END_FILES):
+            continue
+        if entry.name not in labels and entry.is_dir() and (entry / "run.json").is_file():
+            raise InputError(f"cannot resume: it holds a run of the defence {entry.name!r}, not in --defences "
+                             f"({', '.join(sorted(labels))})", path=out_dir, field="--defences")
+        if entry.name not in labels or not entry.is_dir():
+            raise InputError(f"not an ablation folder to resume ({entry.name!r} is no defence's run folder)",
+                             path=out_dir, field="--resume")
+    for defence, run in prepared:
+        if (out_dir / defence.label).is_dir():
+            check_run_dir(run, out_dir / defence.label, True)
 
 
 def run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
-                 families: Mapping[str, str], execute_one: Execute | None = None,
+                 families: Mapping[str, str], execute_one: Execute | None = None, resume: bool = False,
                  on_start: Callable[[Defence, int, int], None] = lambda *_: None) -> AblationOutcome:
-    check_out_dir(out_dir)
-    run_one: Execute = execute_one or (lambda p, d: execute(p, d))
+    """`resume`: continue a killed ablation in `out_dir` (every defence's run resumed or started)."""
+    if resume:
+        check_ablation_dir(prepared, out_dir)
+    else:
+        check_out_dir(out_dir)
+    run_one: Execute = execute_one or (lambda p, d, again: execute(p, d, resume=again))
     runs: list[DefenceRun] = []
     outcomes: list[RunOutcome] = []
     for index, (defence, run) in enumerate(prepared):
         on_start(defence, index, len(prepared))
         folder = out_dir / defence.label
-        outcome = run_one(run, folder)
+        outcome = run_one(run, folder, resume and folder.is_dir())
         receipts = list(read_jsonl(folder / "receipts.jsonl"))
         exhaustive = run.strategy.observes_all
         runs.append(DefenceRun(

@@ -1,7 +1,7 @@
 """Ctrl-C and progress (issue 22, case 8), as a user meets them: a real `margin run`
 subprocess sent SIGINT prints the exact command that continues it and exits 130, on both
-engines, without a traceback (so does `margin study`; `margin ablate`, which cannot resume,
-prints the command that runs it again); progress is a live bar with the time left on a
+engines, without a traceback (so do `margin study` and `margin ablate`, with
+`--out DIR --resume`); progress is a live bar with the time left on a
 terminal and plain lines when stderr is a file or a pipe."""
 
 from __future__ import annotations
@@ -146,20 +146,18 @@ ABLATE = ["ablate", "--suite", "quick", "--limit", "4", "--search", "cheapest", 
           "--batch-size", "2", "--no-cache", "--engine", "local"]
 
 
-@pytest.mark.slow  # two ablations of the slow guard (about 4 s of CPU and its waits)
-def test_ctrl_c_in_an_ablation_prints_the_command_that_runs_it_again(tmp_path):
+@pytest.mark.slow  # an ablation of the slow guard, stopped and resumed (about 4 s of CPU and its waits)
+def test_ctrl_c_in_an_ablation_prints_its_resume_command_and_it_finishes_in_the_same_folder(tmp_path):
     out = tmp_path / "ablation"
     args = [*ABLATE, "--guard", slow_guard(tmp_path), "--out", str(out)]
     proc = start(args)
     wait_for(proc, lambda: recorded(out / "none"))
     said, command = interrupt(proc)
-    assert said == (f"interrupted: {out}/ keeps what was recorded; margin ablate does not resume: run it again "
-                    "into a new folder (under runs/, or give another --out):")
-    assert command.strip() == shlex.join(["margin", *args[:-2]])
-    again = margin(*shlex.split(command)[1:], cwd=tmp_path)  # the printed command, as printed
-    assert again.returncode == 0, again.stderr
-    (folder,) = (tmp_path / "runs").iterdir()
-    assert (folder / "ablation.json").is_file()
+    assert said == f"interrupted: {out}/ keeps what was recorded; continue with"
+    assert command.strip() == shlex.join(["margin", *args, "--resume"])
+    resumed = margin(*shlex.split(command)[1:], cwd=tmp_path)  # the printed command, as printed
+    assert resumed.returncode == 0, resumed.stderr
+    assert (out / "ablation.json").is_file() and not (tmp_path / "runs").exists()
 
 
 def test_ctrl_c_in_an_ablation_before_anything_is_recorded_leaves_nothing(tmp_path):

@@ -126,26 +126,32 @@ def test_max_outage_takes_seconds_or_a_duration(tmp_path):
     assert proc.returncode == 2 and "--max-outage" in proc.stderr and "10m" in proc.stderr
 
 
-def test_an_ablation_stops_past_its_max_outage_and_says_how_to_run_it_again(guard, tmp_path):
+def test_an_ablation_stops_past_its_max_outage_and_the_printed_command_resumes_it(guard, tmp_path):
     url, _ = guard
     out = tmp_path / "ablation"
+    options = ["--defences", "none", "--suite", "quick", "--limit", LIMIT, "--no-cache", "--engine", "local"]
+    whole = margin("ablate", "--guard", "llama-guard-4", "--backend", "openai", "--base-url", url, *options,
+                   "--out", str(tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stderr
     with FaultProxy(url.removesuffix("/v1"), mix=NO_MIX, outage=Outage(after=40, seconds=None)) as proxy:
-        stopped = margin("ablate", "--guard", "llama-guard-4", "--backend", "openai", "--base-url",
-                         f"{proxy.url}/v1", "--defences", "none", "--suite", "quick", "--limit", LIMIT,
-                         "--engine", "local", "--max-outage", "2s", "--out", str(out), cwd=tmp_path)
+        args = ["ablate", "--guard", "llama-guard-4", "--backend", "openai", "--base-url", f"{proxy.url}/v1",
+                *options, "--max-outage", "2s", "--out", str(out)]
+        stopped = margin(*args, cwd=tmp_path)
         assert stopped.returncode == 1, stopped.stderr  # not the default 10 minutes' wait
         message = stopped.stderr.strip().splitlines()[-1]
         assert f"{proxy.url}/v1 has answered nothing since" in message and "max_outage 2 s" in message
-        assert f"kept in {out}/; margin ablate does not resume" in message
-        assert "answering from the verdict cache every text already asked" in message
-        command = message.split("or give another --out), answering from the verdict cache every text "
-                                "already asked: ", 1)[1]
-        assert "--out" not in command and command.endswith("--max-outage 2s")
+        assert f"kept in {out}/. When the endpoint is back, continue with: " in message
+        command = message.split("continue with: ", 1)[1]
+        assert command == shlex.join(["margin", *args, "--resume"])
+        before = [c for c in calls(out / "none") if c["verdict"] is not None]
+        assert before and not (out / "none" / "results.jsonl").exists()
         proxy.up()
-        again = margin(*shlex.split(command)[1:], cwd=tmp_path)  # the printed command, as printed
-    assert again.returncode == 0, again.stderr
-    (folder,) = (tmp_path / "runs").iterdir()
-    assert (folder / "ablation.json").is_file()
+        resumed = margin(*shlex.split(command)[1:], cwd=tmp_path)  # the printed command, as printed
+    assert resumed.returncode == 0, resumed.stderr
+    assert (out / "none" / "results.jsonl").read_bytes() == (tmp_path / "whole" / "none" / "results.jsonl").read_bytes()
+    assert (out / "ablation.json").is_file()
+    answered = Counter(c["text_sha256"] for c in calls(out / "none") if c["verdict"] is not None and not c["cached"])
+    assert max(answered.values()) == 1  # no recorded answer was asked for again
 
 
 def test_an_outage_past_max_outage_on_several_drivers_says_what_one_driver_says(guard, tmp_path, ray_address):
