@@ -66,6 +66,7 @@ def refusal(*args: str, cwd: Path | None = None) -> str:
     return line
 
 
+@pytest.mark.slow  # six margin processes, each refused
 def test_resume_needs_an_ablation_folder_of_the_same_options(whole, tmp_path):
     assert refusal(*ABLATE, "--resume") == (
         "error: --resume: --resume needs --out, the folder of the ablation to continue")
