@@ -73,7 +73,7 @@ def ablate(
     from margin.runs.preparing.config import RunConfig
 
     if resume and out is None:
-        raise InputError("--resume needs --out, the folder of the ablation to continue", field="--resume")
+        raise InputError("needs --out, the folder of the ablation to continue", field="--resume")
     chosen = parse_defences(defences)
     limits = check_limits(max_attempts=max_attempts, call_timeout=call_timeout, max_concurrency=max_concurrency,
                           requests_per_second=requests_per_second, hedge_after=hedge_after, max_outage=max_outage)

@@ -29,7 +29,7 @@ def study(
 
     settings.ENGINE.check_choice(engine, "--engine")
     if resume and out is None:
-        raise InputError("--resume needs --out, the folder of the study to continue", field="--resume")
+        raise InputError("needs --out, the folder of the study to continue", field="--resume")
     try:
         plan = prepare(config)
     except KeyboardInterrupt:

@@ -69,7 +69,7 @@ def refusal(*args: str, cwd: Path | None = None) -> str:
 @pytest.mark.slow  # six margin processes, each refused
 def test_resume_needs_an_ablation_folder_of_the_same_options(whole, tmp_path):
     assert refusal(*ABLATE, "--resume") == (
-        "error: --resume: --resume needs --out, the folder of the ablation to continue")
+        "error: --resume: needs --out, the folder of the ablation to continue")
     assert "no such ablation folder to resume" in refusal(*ABLATE, "--out", str(tmp_path / "nothing"), "--resume")
     run_folder = refusal(*ABLATE, "--out", str(whole / "none"), "--resume")
     assert run_folder.startswith(f"error: {whole / 'none'} [--resume]: not an ablation folder but one run's")
