@@ -46,7 +46,7 @@ from margin.runs.recording.recorded import (
 )
 from margin.search.incumbents import load_incumbents
 from margin.search.make import STRATEGIES, STRATEGY_TABLE
-from margin.types import Candidate, GuardInfo, Prompt, SearchResult
+from margin.types import Candidate, Flip, GuardInfo, Prompt, SearchResult
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,7 @@ def split_inputs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
     return runs, files
 
 
-def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str,
-               where: Path | None = None) -> RunConfig:
+def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str) -> RunConfig:
     dataset = options.dataset or (record.dataset_spec if record else None)
     suite = options.suite or (record.suite_spec if record else None)
     if dataset is None or suite is None:
@@ -126,14 +125,10 @@ def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str,
     method = (record.limit_method if record else "stratified") if options.limit in (None, limit) else "stratified"
     # the recorded search's own options (--max-calls, --incumbents, --one-edit), so it asks what it asked
     taken = STRATEGY_TABLE[search].options if record and search == record.search else ()
-    incumbents = record.incumbents if record and "incumbents" in taken else None
-    if incumbents and not Path(incumbents).is_dir():
-        raise InputError(f"the run was seeded with --incumbents {incumbents}, which is not here: score it where "
-                         "that run folder is (its flips decide what the search asked)", path=where)
     return RunConfig(
         max_calls=record.max_calls if record and "max_calls" in taken else None,
         one_edit=record.one_edit if record and "one_edit" in taken else None,
-        incumbents=incumbents,
+        incumbents=record.incumbents if record and "incumbents" in taken else None,
         guard=guard_id,
         dataset=dataset,
         suite=suite,
@@ -144,6 +139,16 @@ def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str,
         limit_method=method,
         cost_norm=options.cost_norm or (record.cost_norm if record else DEFAULT_COST_NORM),  # type: ignore[arg-type]
     )
+
+
+def seeds(prepared: PreparedRun, where: Path | None) -> dict[str, Flip]:
+    """The flips of the standard run a seeded adaptive run began from (it must still be there)."""
+    incumbents = prepared.config.incumbents
+    assert incumbents is not None
+    if not Path(incumbents).is_dir():
+        raise InputError(f"the run was seeded with --incumbents {incumbents}, which is not here: score it where "
+                         "that run folder is (its flips decide what the search asked)", path=where)
+    return load_incumbents(incumbents, prepared.record)
 
 
 def check_identity(prepared: PreparedRun, record: RunRecord | None, where: Path | None) -> None:
@@ -174,11 +179,12 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
     guard = record.guard if record else external_guard(options.guard_id or recorded.guard_id or "external")
     if options.guard_id and record:
         guard = replace(guard, id=options.guard_id)
-    prepared = prepare_inputs(config_for(record, options, guard.id, run_dirs[0] / "run.json" if run_dirs else None))
+    where = run_dirs[0] / "run.json" if run_dirs else None
+    prepared = prepare_inputs(config_for(record, options, guard.id))
     prepared.info = guard
     if prepared.config.incumbents:  # the seeds the run began from, so each search asks what it asked
-        prepared.incumbents = load_incumbents(prepared.config.incumbents, prepared.record)
-    check_identity(prepared, record, run_dirs[0] / "run.json" if run_dirs else None)
+        prepared.incumbents = seeds(prepared, where)
+    check_identity(prepared, record, where)
 
     searches = list(prepared.searches())
     source = ReplaySource(recorded.by_key)
