@@ -9,8 +9,9 @@ it crosses a process boundary: a generator cannot be pickled).
 
 from __future__ import annotations
 
+import itertools
 from abc import abstractmethod
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -202,17 +203,25 @@ class PlannedSearch(PromptSearch):
         knock-out was asked start at its move (else they are probed like the rest).
         `give_up` (n, closeness): stop once n variants are asked and none came closer to
         flipping than that (`_toward_flip`: the p_unsafe of a safe prompt, 1 - it of an unsafe one)."""
-        base = self._toward_flip(self.by_text.get(self.text))
         if self._sweep is None:
             self._sweep = OneEditSweep(self.text)
             for op, gain in self.gains.items() if seeded else ():
                 self._sweep.measured(op.start, gain)
+        yield from self._sweep_rounds(limit, itertools.repeat(round_size), give_up)
+
+    def _sweep_rounds(self, limit: int, sizes: Iterator[int], give_up: tuple[int, float] | None = None) -> Asks:
+        """The sweep's rounds: its probes, then the likeliest variants, a round of the next of
+        `sizes` each time, until one flips at one edit's cost, none is left, `limit` calls are
+        spent or `give_up` (see `_sweep_one_edits`) says stop."""
+        base = self._toward_flip(self.by_text.get(self.text))
         sweep, spent = self._sweep, 0
+        assert sweep is not None
         rounds = [sweep.probes()]
         while spent < limit and not sweep.complete and not self._at_floor():
             if give_up and sweep.asked >= give_up[0] and base + sweep.best_move < give_up[1]:
                 return
-            batch = (rounds.pop() if rounds else sweep.next(round_size))[: limit - spent]
+            size = next(sizes)
+            batch = (rounds.pop() if rounds else sweep.next(size))[: limit - spent]
             before = len(self.issued)
             verdicts = yield from self._ask([self._candidate([e.op]) for e in batch])
             spent += len(self.issued) - before
@@ -227,16 +236,10 @@ class PlannedSearch(PromptSearch):
         call per variant not yet asked, so a prompt costs at most max_calls plus its variants."""
         if self._sweep is None:
             self._sweep = OneEditSweep(self.text)
-        sweep, size = self._sweep, SWEEP_ROUND_FIRST
-        base = self._toward_flip(self.by_text.get(self.text))
-        self.call_limit = len(self.issued) + len(sweep.pending)
-        rounds = [sweep.probes()]
-        while not sweep.complete and not self._at_floor():
-            batch = rounds.pop() if rounds else sweep.next(size)
-            size = min(2 * size, CERTIFY_ROUND)
-            verdicts = yield from self._ask([self._candidate([e.op]) for e in batch])
-            for edit, verdict in zip(batch, verdicts, strict=True):
-                sweep.record(edit, self._toward_flip(verdict) - base)
+        left = len(self._sweep.pending)
+        self.call_limit = len(self.issued) + left  # so no round is cut: every variant left is asked
+        doubling = (min(SWEEP_ROUND_FIRST << n, CERTIFY_ROUND) for n in itertools.count())
+        yield from self._sweep_rounds(left, doubling)
 
     def one_edit_certified(self) -> bool:
         """Is the cost found minimal among one-edit flips? Yes when it is one edit's cost
