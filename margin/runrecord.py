@@ -39,6 +39,13 @@ DECIDING: dict[str, str] = {
     "protocol": "--search", "max_calls": "--max-calls", "incumbents": "--incumbents",
     "one_edit": "--one-edit",
 }
+
+
+def flags_of(names: Iterable[str]) -> str:
+    """The flags that set these fields, as a refusal names them: `--budget, --seed`."""
+    return ", ".join(sorted({DECIDING[name] for name in names}))
+
+
 #: What verdicts depend on when several runs' receipts are scored together (`margin score`):
 #: `guard.verdicts` is the guard's identity less its descriptive fields.
 SAME_VERDICTS = ("dataset.sha256", "suite.sha256", "budget", "cost_norm", "seed", "limit", "limit_sample",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from margin.errors import InputError
 from margin.runfolder import read_jsonl
-from margin.runrecord import DECIDING, RunRecord
+from margin.runrecord import RunRecord, flags_of
 from margin.runs.executing.driver import Replay
 from margin.types import Verdict
 
@@ -24,7 +24,7 @@ def check_same_run(run_dir: Path, saved: RunRecord, current: RunRecord) -> None:
     """Refuse to resume when anything that decides results differs from the killed run."""
     changed = saved.differences(current)
     if changed:
-        flags = ", ".join(sorted({DECIDING[name] for name in changed}))
+        flags = flags_of(changed)
         details = saved.describe(current, changed, "run.json has", "this command gives")
         raise InputError(f"cannot resume: {flags} changed since the run began ({details})",
                          path=run_dir / "run.json")

@@ -24,7 +24,7 @@ from margin.runfolder import (
     result_from_record,
     write_run_record,
 )
-from margin.runrecord import DECIDING, RunRecord
+from margin.runrecord import DECIDING, RunRecord, flags_of
 from margin.runs.executing.folder import claim_out_dir
 from margin.runs.preparing.subset import limit_prompts
 from margin.runs.recording.outputs import write_outputs
@@ -77,7 +77,7 @@ def check_same_part(first_dir: Path, first: RunRecord, run_dir: Path, record: Ru
     """Every folder must be a part of one run: the same record but for its shard."""
     changed = first.differences(record, [name for name in DECIDING if name != "shard"])
     if changed:
-        flags = ", ".join(sorted({DECIDING[name] for name in changed}))
+        flags = flags_of(changed)
         details = first.describe(record, changed, f"{first_dir} has", "this folder has")
         raise InputError(f"cannot merge: this folder's run differs from {first_dir}'s in {flags} ({details})",
                          path=run_dir / "run.json")
