@@ -95,6 +95,8 @@ SWEEP_GIVE_UP: tuple[int, float] | None = (40, 0.1)
 #: one-edit flips); "all", then every one-edit variant left is asked (its own budget beside
 #: max_calls: one call per variant), unless a one-edit flip is in hand, so each cost is certified.
 ONE_EDIT_MODES = ("guided", "all")
+#: `--one-edit all`: the calls the stacks asked after certifying may spend, beside its budget
+STACK_CALLS = 16
 
 
 class AdaptiveSearch(PlannedSearch):
@@ -130,6 +132,10 @@ class AdaptiveSearch(PlannedSearch):
         clean = self.by_text.get(self.text)
         if self.one_edit == "all" and clean is not None and not clean.is_wrong_for(self.prompt.label):
             yield from self._ask_every_one_edit()
+            if not self._at_floor():  # every single edit's move is known now: stack the strongest
+                self.call_limit = len(self.issued) + STACK_CALLS
+                with contextlib.suppress(OutOfCalls):
+                    yield from self._stack()
 
     def _search(self) -> Asks:
         """The search within max_calls (it raises OutOfCalls when they are spent)."""
@@ -149,6 +155,7 @@ class AdaptiveSearch(PlannedSearch):
             yield from self._sweep_one_edits(SWEEP_CALLS[self.prompt.label], SWEEP_ROUND, SWEEP_SEEDED)
             if self._at_floor():
                 return
+            yield from self._stack()
         if self.prompt.label == "safe":
             yield from self._put_in()
         # With scores, the knock-outs above already chose words by the guard's reaction:
@@ -157,6 +164,8 @@ class AdaptiveSearch(PlannedSearch):
             yield from self._take_out()
         if scored and SWEEP_TAIL and not self._at_floor():  # the calls left go to one-edit variants
             yield from self._sweep_one_edits(self.max_calls, SWEEP_ROUND, SWEEP_SEEDED, SWEEP_GIVE_UP)
+            if not self._at_floor():
+                yield from self._stack()  # the sweep measured more words
 
     def _react_and_combine(self) -> Asks:
         """For guards that report p_unsafe: knock out each word alone (one round), rank the
@@ -179,6 +188,7 @@ class AdaptiveSearch(PlannedSearch):
             helpful = yield from self._variants(helpful, gains, base)
             if self.prompt.label == "safe" and helpful and base + gains[helpful[0]] >= CLOSE:
                 helpful = yield from self._closer(helpful, gains, base, name)
+            self.gains.update(gains)  # with the other kinds' moves, for `_stack`
             if self._at_floor():
                 return
             self.helpful = helpful

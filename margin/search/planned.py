@@ -20,6 +20,7 @@ from margin.reports.metrics import ONE_EDIT_TAG
 from margin.search.candidates import Candidates
 from margin.search.edits import ADAPTIVE, Op, apply_ops, format_script
 from margin.search.single_edits import one_edits
+from margin.search.stacks import stacks
 from margin.search.strategies import PromptSearch
 from margin.search.sweep import OneEditSweep
 from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
@@ -29,6 +30,8 @@ Asks = Generator[list[Candidate], None, Any]
 #: flip early in the sweep's order costs few calls and asking all ~1,400 takes few rounds.
 SWEEP_ROUND_FIRST = 4
 CERTIFY_ROUND = 64
+#: stacks of single edits (`_stack`) asked a round: most flips take two or three words
+STACK_ROUND = 2
 
 
 class OutOfCalls(Exception):
@@ -227,7 +230,9 @@ class PlannedSearch(PromptSearch):
             spent += len(self.issued) - before
             for edit, verdict in zip(batch, verdicts, strict=True):
                 if self._candidate([edit.op]).text in self.by_text:  # asked (not cut for want of calls)
-                    sweep.record(edit, self._toward_flip(verdict) - base)
+                    move = self._toward_flip(verdict) - base
+                    sweep.record(edit, move)
+                    self.gains.setdefault(edit.op, move)
 
     def _ask_every_one_edit(self) -> Asks:
         """Certify the cost among one-edit flips: ask every one-edit variant not asked yet,
@@ -249,6 +254,21 @@ class PlannedSearch(PromptSearch):
         if self._sweep is None or not self._sweep.complete:  # the sweep is what asks them all
             return False
         return all(self.by_text.get(apply_ops(self.text, [e.op], 0)) is not None for e in one_edits(self.text))
+
+    def _stack(self) -> Asks:
+        """Ask stacks of the strongest measured single edits, one per word (`stacks`), fewest
+        words first, STACK_ROUND a round, only those cheaper than the best flip so far; keep
+        the fewest edits of the first that flips. Nothing is asked without measured moves
+        (a guard without scores)."""
+        tries = [s for s in stacks(self.gains, self.text) if self._candidate(s).cost < self._ceiling() - 1e-9]
+        for first in range(0, len(tries), STACK_ROUND):
+            batch = tries[first : first + STACK_ROUND]
+            verdicts = yield from self._ask([self._candidate(s) for s in batch])
+            flipping = [s for s, v in zip(batch, verdicts, strict=True) if v is not None and v.is_wrong_for(self.prompt.label)]
+            if flipping:
+                kept = yield from self._minimise([], flipping[0])
+                yield from self._prune(kept)
+                return
 
     # -- group testing ----------------------------------------------------------------------
 

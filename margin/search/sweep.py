@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from margin.search.single_edits import OneEdit, one_edits
+from margin.search.stacks import word_of
 from margin.transforms.words import word_spans
 
 #: the kind each word's probe uses: a deletion at a third of the way in, the cheapest way
@@ -42,12 +43,7 @@ class OneEditSweep:
         self.best_move = float("-inf")  # the largest move of any variant asked
 
     def _word_of(self, position: int) -> int:
-        """The word an edit at `position` belongs to: the one containing it (an insertion
-        at a word's end belongs to that word), else the next word, else the last."""
-        for index, (_, end) in enumerate(self.spans):
-            if position <= end:
-                return index
-        return len(self.spans) - 1
+        return word_of(self.spans, position)
 
     @property
     def asked(self) -> int:

@@ -1,0 +1,54 @@
+"""Stacks of single edits: the strongest measured edit of each word, words best first.
+
+A one-edit variant that moves the guard toward a flip without flipping it is half a flip:
+the strongest such edits of two or three different words, made together, often flip where
+no one edit does. That is how character-level attacks such as DeepWordBug and TextBugger
+break a prompt (rank the words, then edit them one after another until the verdict turns);
+adaptive search asks the same stacks from the moves it has already measured, so a stack
+costs a call each and no ranking calls (`PlannedSearch._stack`). Pure: it never asks the guard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from margin.search.edits import Op, conflicts
+from margin.transforms.words import word_spans
+
+#: the most words a stack takes (the stacks asked are its prefixes of two words or more)
+STACK_WORDS = 6
+
+
+def word_of(spans: Sequence[tuple[int, int]], position: int) -> int:
+    """The word an edit at `position` belongs to: the one containing it (an insertion at a
+    word's end belongs to that word), else the next word, else the last."""
+    for index, (_, end) in enumerate(spans):
+        if position <= end:
+            return index
+    return len(spans) - 1
+
+
+def strongest_per_word(gains: Mapping[Op, float], text: str) -> list[Op]:
+    """Each word's single edit that moved the guard furthest toward a flip (moves above 0
+    only), strongest first; ties go to the edit earlier in the text."""
+    spans = word_spans(text) or [(0, len(text))]
+    best: dict[int, tuple[float, Op]] = {}
+    for op, gain in gains.items():
+        if not gain > 0:  # a move away from a flip, none, or no score (NaN)
+            continue
+        word = word_of(spans, op.start)
+        if word not in best or (-gain, op) < (-best[word][0], best[word][1]):
+            best[word] = (gain, op)
+    return [op for _, op in sorted(best.values(), key=lambda g: (-g[0], g[1]))]
+
+
+def stacks(gains: Mapping[Op, float], text: str, words: int = STACK_WORDS) -> list[list[Op]]:
+    """The stacks to ask, fewest edits first: the strongest edits of the top 2, 3, ...,
+    `words` words (an edit that would touch another's code points is passed over)."""
+    chosen: list[Op] = []
+    for op in strongest_per_word(gains, text):
+        if len(chosen) == words:
+            break
+        if not conflicts([*chosen, op], text):
+            chosen.append(op)
+    return [chosen[:k] for k in range(2, len(chosen) + 1)]
