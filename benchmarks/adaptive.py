@@ -105,7 +105,7 @@ def main() -> None:
     parser.add_argument("--standard", action="store_true", help="also run the standard suite (cheapest) and compare margins")
     parser.add_argument("--no-prior", action="store_true", help="rank words without the probe-word prior")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here too")
-    parser.add_argument("--one-edit", default=None, choices=("guided", "all"),
+    parser.add_argument("--one-edit", default=None, choices=("guided", "all", "none"),
                         help="as margin run --one-edit (all: every cost certified among one-edit flips)")
     parser.add_argument("--limit", type=int, default=None,
                         help="a stratified sample of N prompts, as margin run --limit (costs keep the whole corpus's units)")

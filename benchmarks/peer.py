@@ -248,7 +248,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--badchars-budget", type=int, default=5, help="BadCharacters' most perturbations")
     parser.add_argument("--max-calls", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--one-edit", default=None, choices=("guided", "all"),
+    parser.add_argument("--one-edit", default=None, choices=("guided", "all", "none"),
                         help="adaptive's --one-edit (all: ask every one-edit variant left, so each cost is certified)")
     parser.add_argument("--limit", type=int, default=None, help="a stratified sample of N prompts, as margin run --limit")
     parser.add_argument("--sample", type=int, default=None, help="N evenly spaced prompts the guard gets right")

@@ -132,7 +132,7 @@ def main() -> None:
     parser.add_argument("--verdicts", type=Path, required=True)
     parser.add_argument("--adaptive", action="store_true")
     parser.add_argument("--max-calls", type=int, default=None)
-    parser.add_argument("--one-edit", default=None, choices=("guided", "all"),
+    parser.add_argument("--one-edit", default=None, choices=("guided", "all", "none"),
                         help="adaptive's --one-edit (all: ask every one-edit variant left, so each cost is certified)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--adaptive-only", action="store_true",

@@ -48,7 +48,8 @@ def run(
     one_edit: Annotated[str | None, typer.Option(help="adaptive: guided (default: one-edit variants by the guard's "
                                                       "reaction, within --max-calls) | all (then every one-edit "
                                                       "variant left, beyond --max-calls: each cost certified "
-                                                      "minimal among one-edit flips)")] = None,
+                                                      "minimal among one-edit flips) | none (no sweep: "
+                                                      "the fewest calls)")] = None,
     normalize: Annotated[str | None, typer.Option(help="a defence before the guard: nfkc | strip-format | "
                                                        "strip-marks | skeleton | decode | all, or several joined by +")] = None,
     engine: o.Engine = settings.ENGINE.flag_default,

@@ -26,11 +26,10 @@ wrong, in the guard's answer's direction:
   take-out runs only when they found no flip;
 - with scores, when no flip costs one edit yet: sweep the prompt's one-edit variants
   (`single_edits`) best first by the guard's measured sensitivity (`sweep`), 24 calls before
-  put-in and take-out and the calls left after them; each result is tagged whether its cost
-  is certified minimal among one-edit flips (`planned.py`);
-- `one_edit="all"` (`--one-edit all`): after the steps above, ask every one-edit variant not
-  yet asked, with its own budget beside max_calls, so every cost is certified minimal among
-  one-edit flips;
+  put-in and take-out and the calls left after them (not with `one_edit="none"`), then stack
+  the strongest measured edit of each word (`stacks`); each result is tagged whether its cost
+  is certified minimal among one-edit flips; `one_edit="all"` then asks every one-edit
+  variant left, with its own budget beside max_calls, so every cost is certified;
 - flip, then prune: drop edits one at a time while the candidate still flips;
 - seeded with the standard suite's flip for the prompt (the incumbent), it asks for that
   candidate first and prunes its edits, so its cost never exceeds the suite's.
@@ -86,15 +85,15 @@ SWEEP_ROUND = 4
 #: with scores, when no one-edit flip has been found by the end, spend the calls left on the
 #: sweep (a one-edit flip it finds is a cheaper flip; one that asks them all certifies the cost).
 SWEEP_TAIL = True
-#: whether the knock-out round's moves seed the sweep's word sensitivities
-SWEEP_SEEDED = False
+SWEEP_SEEDED = False  # whether the knock-out round's moves seed the sweep's word sensitivities
 #: the calls-left sweep gives up once this many variants are asked and none came within this
 #: closeness of flipping (p_unsafe 0.1 for a safe prompt; measured on minilm, docs/adaptive.md).
 SWEEP_GIVE_UP: tuple[int, float] | None = (40, 0.1)
 #: `--one-edit`: "guided", the sweep above within max_calls (a cost may stay an upper bound among
 #: one-edit flips); "all", then every one-edit variant left is asked (its own budget beside
-#: max_calls: one call per variant), unless a one-edit flip is in hand, so each cost is certified.
-ONE_EDIT_MODES = ("guided", "all")
+#: max_calls: one call per variant), unless a one-edit flip is in hand, so each cost is certified;
+#: "none", no sweep: the fewest calls, and only one-edit flips are certified.
+ONE_EDIT_MODES = ("guided", "all", "none")
 #: `--one-edit all`: the calls the stacks asked after certifying may spend, beside its budget
 STACK_CALLS = 16
 
@@ -152,9 +151,10 @@ class AdaptiveSearch(PlannedSearch):
             yield from self._react_and_combine()
             if self._at_floor():
                 return
-            yield from self._sweep_one_edits(SWEEP_CALLS[self.prompt.label], SWEEP_ROUND, SWEEP_SEEDED)
-            if self._at_floor():
-                return
+            if self.one_edit != "none":
+                yield from self._sweep_one_edits(SWEEP_CALLS[self.prompt.label], SWEEP_ROUND, SWEEP_SEEDED)
+                if self._at_floor():
+                    return
             yield from self._stack()
         if self.prompt.label == "safe":
             yield from self._put_in()
@@ -162,7 +162,7 @@ class AdaptiveSearch(PlannedSearch):
         # the guard-blind take-out runs only when they found no flip.
         if not self._at_floor() and (self.best() is None or (self.prompt.label == "unsafe" and not scored)):
             yield from self._take_out()
-        if scored and SWEEP_TAIL and not self._at_floor():  # the calls left go to one-edit variants
+        if scored and SWEEP_TAIL and self.one_edit != "none" and not self._at_floor():  # calls left: one-edit variants
             yield from self._sweep_one_edits(self.max_calls, SWEEP_ROUND, SWEEP_SEEDED, SWEEP_GIVE_UP)
             if not self._at_floor():
                 yield from self._stack()  # the sweep measured more words

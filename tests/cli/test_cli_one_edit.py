@@ -53,3 +53,13 @@ def test_margin_score_replays_a_certified_run_with_its_options(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (out / "results.jsonl").read_bytes() == (run / "results.jsonl").read_bytes()
     assert json.loads((out / "run.json").read_text())["one_edit"] == "all"
+
+
+def test_one_edit_none_is_recorded_and_on_a_guard_without_scores_changes_nothing(tmp_path):
+    common = ["run", "--guard", "keyword", "--search", "adaptive", "--engine", "local", "--no-cache", "--limit", "12"]
+    assert margin(*common, "--out", str(tmp_path / "guided")).returncode == 0
+    proc = margin(*common, "--one-edit", "none", "--out", str(tmp_path / "none"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "none" / "run.json").read_text())["one_edit"] == "none"
+    # keyword reports no p_unsafe, so nothing is swept or stacked in either mode: call for call the same
+    assert (tmp_path / "none" / "results.jsonl").read_bytes() == (tmp_path / "guided" / "results.jsonl").read_bytes()

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from margin.cost import CostModel
 from margin.guards.base import Guard
 from margin.runs.executing.session import drive
-from margin.search.adaptive import AdaptiveSearch
+from margin.search.adaptive import STACK_CALLS, AdaptiveSearch
 from margin.search.candidates import original_candidate
 from margin.search.edits import apply_ops, rebuild_text
 from margin.search.single_edits import one_edits, single_edit_minimum
@@ -87,7 +87,7 @@ def test_certified_is_never_above_the_exhaustive_minimum(indices, max_calls):
     minimum = single_edit_minimum(guard.classify, TEXT, "unsafe", model)
     result, _, search = run(guard, TEXT, "unsafe", "all", max_calls=max_calls)
     assert dict(result.extra)["one_edit"] == "minimal"
-    assert result.guard_calls <= max_calls + len(one_edits(TEXT))
+    assert result.guard_calls <= max_calls + len(one_edits(TEXT)) + STACK_CALLS  # stacks: their own few calls
     if minimum.cost is None:  # nothing flips: every variant was asked, and the cost is capped
         assert result.flip is None and search._sweep is not None and search._sweep.complete
     else:
@@ -162,3 +162,12 @@ def test_on_minilm_certified_is_never_above_the_brute_force(text, label):
     result, _, _ = run(guard, text, label, "all")
     assert dict(result.extra)["one_edit"] == "minimal"
     assert minimum.cost is None or result.flip_cost <= minimum.cost + EPS
+
+
+def test_one_edit_none_sweeps_nothing_and_spends_fewer_calls():
+    late = needle(len(one_edits(TEXT)) - 30)
+    guided, _, swept = run(NeedleGuard([late]), TEXT, "unsafe", "guided")
+    result, _, search = run(NeedleGuard([late]), TEXT, "unsafe", "none")
+    assert swept._sweep is not None and search._sweep is None
+    assert result.guard_calls < guided.guard_calls
+    assert dict(result.extra)["one_edit"] == "upper-bound"
