@@ -82,6 +82,7 @@ def call_record(run_id: str, guard_id: str, call: GuardCall) -> dict[str, Any]:
         "attempt": call.attempt,
         "cached": call.cached,
         "error": call.error,
+        **({"charged": call.charged} if v is None and not call.cached else {}),
     }
 
 
@@ -200,7 +201,16 @@ def call_line(head: str, call: GuardCall) -> str:
             f'"cost": {float.__repr__(c.cost)}, "text_sha256": "{sha256_text(c.text)}", {verdict}, '
             f'"latency_s": {float.__repr__(round(call.latency_s, 6))}, "attempt": {int.__repr__(call.attempt)}, '
             f'"cached": {"true" if call.cached else "false"}, '
-            f'"error": {"null" if call.error is None else _json_str(call.error)}}}\n')
+            f'"error": {"null" if call.error is None else _json_str(call.error)}'
+            f'{_charged(call)}}}\n')
+
+
+def _charged(call: GuardCall) -> str:
+    """An attempt without output says whether it used up one of the text's attempts (a wait
+    did not); answered and cached lines have no such field."""
+    if call.verdict is not None or call.cached:
+        return ""
+    return ', "charged": true' if call.charged else ', "charged": false'
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:

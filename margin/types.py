@@ -80,6 +80,7 @@ class GuardCall(NamedTuple):
     latency_s: float
     error: str | None = None
     cached: bool = False
+    charged: bool = True  # an attempt without output: whether it used up one of the text's attempts
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ candidates = st.builds(Candidate, texts, st.none() | texts, st.none() | texts, s
                        st.floats(min_value=0, max_value=1e6))
 verdicts = st.none() | st.builds(Verdict, st.sampled_from(["safe", "unsafe", "invalid"]), st.none() | floats, texts)
 calls = st.builds(GuardCall, candidates, verdicts, st.integers(0, 9), st.floats(min_value=0, max_value=1e4),
-                  st.none() | texts, st.booleans())
+                  st.none() | texts, st.booleans(), st.booleans())
 
 
 @settings(max_examples=300, deadline=None)

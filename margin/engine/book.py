@@ -12,7 +12,8 @@ request itself, the pool that serves it and the owners waiting for it. The book
   that honours Retry-After, until the pool's attempt limit, then the key is missing and its
   owners get None. Only attempts that were tried and failed count: an outcome the pool
   marks uncharged (the server asked to wait, the endpoint was down) is retried without
-  using one up;
+  using one up, and `record` is told which failures used one up (a resumed run counts
+  only those);
 - lets a pool send a second copy of a slow request (`hedge`) and put back requests that
   never ran (`requeue`, uncharged).
 
@@ -72,7 +73,8 @@ class Replay(Protocol):
     """What a killed run recorded: its outputs answer the same keys again."""
 
     def output(self, key: Any) -> Any: ...  # None when it recorded none
-    def failed_attempts(self, key: Any) -> int: ...  # attempts it made without output
+    def failed_attempts(self, key: Any) -> int: ...  # the last attempt it made without output (0: none)
+    def uncharged(self, key: Any) -> int: ...  # of its attempts without output, those that used up none
 
 
 @dataclass(frozen=True)
@@ -176,10 +178,12 @@ class Book:
             return
         limit = self.max_attempts if isinstance(self.max_attempts, int) else self._limit(pool)
         job = Job(pool, key, request, [owner], limit)
-        if self.replay is not None and (failed := self.replay.failed_attempts(key)):
-            # Continue the killed run's attempts; a key it gave up on gets a fresh set.
-            job.attempts = failed
-            job.limit = failed + limit if failed >= limit else limit
+        if self.replay is not None and (last := self.replay.failed_attempts(key)):
+            # Continue the killed run's attempt numbers with the attempts it had left (waits
+            # used up none); a key it gave up on gets a fresh set.
+            used = last - self.replay.uncharged(key)
+            job.attempts = last
+            job.limit = last + (limit if used >= limit else limit - used)
         self.jobs[key] = job  # later asks join it, looked up or not
         if self.store is not None:
             self.unchecked[key] = job
@@ -249,6 +253,8 @@ class Book:
             if job is None:
                 continue  # a late copy of a request answered already
             job.inflight -= 1
+            if job.inflight and outcome.output is None and outcome.charged:
+                outcome = outcome._replace(charged=False)  # another copy may answer: nothing used up
             self.record(job.owners[0], job, outcome)
             if outcome.output is None:
                 self._failed(job, outcome)

@@ -44,7 +44,8 @@ class StudyReplay:
     """What a killed study recorded in `calls.jsonl`."""
 
     replies: dict[str, Reply]
-    failed: dict[str, int]
+    failed: dict[str, int]  # key -> its last attempt without output
+    waits: dict[str, int]  # key -> attempts without output that used up none
 
     def output(self, key: str) -> Reply | None:
         return self.replies.get(key)
@@ -52,19 +53,26 @@ class StudyReplay:
     def failed_attempts(self, key: str) -> int:
         return self.failed.get(key, 0)
 
+    def uncharged(self, key: str) -> int:
+        return self.waits.get(key, 0)
+
 
 def load_replay(records: Iterable[dict[str, Any]]) -> StudyReplay:
     """Completed outputs and attempts without output, by key, from a killed study's receipts."""
     replies: dict[str, Reply] = {}
     failed: dict[str, int] = {}
+    waits: dict[str, int] = {}
     for record in records:
         if record.get("kind") != "call":
             continue
+        key = record["key"]
         if record.get("output") is not None:
-            replies[record["key"]] = Reply(record["output"], bool(record.get("truncated")))
+            replies[key] = Reply(record["output"], bool(record.get("truncated")))
         elif not record.get("cached"):
-            failed[record["key"]] = max(failed.get(record["key"], 0), int(record["attempt"]))
-    return StudyReplay(replies, failed)
+            failed[key] = max(failed.get(key, 0), int(record["attempt"]))
+            if record.get("charged") is False:  # a wait; lines written before the field were charged
+                waits[key] = waits.get(key, 0) + 1
+    return StudyReplay(replies, failed, waits)
 
 
 @dataclass
@@ -102,7 +110,8 @@ class StudyCalls:
     def _record(self, owner: Owner, job: Job, outcome: Outcome) -> None:
         reply: Reply | None = outcome.output
         self._write(owner, reply, outcome.attempt, outcome.latency_s,
-                    None if reply is not None else (outcome.error or "no output"), cached=False)
+                    None if reply is not None else (outcome.error or "no output"), cached=False,
+                    charged=outcome.charged)
 
     def _record_known(self, owner: Owner, reply: Reply | None, origin: Origin) -> None:
         if origin == "replay":
@@ -115,10 +124,13 @@ class StudyCalls:
                     cached=True)
 
     def _write(self, owner: Owner, reply: Reply | None, attempt: int, latency_s: float,
-               error: str | None, *, cached: bool) -> None:
+               error: str | None, *, cached: bool, charged: bool = True) -> None:
         self.health.recorded(owner.pool, {"output": reply, "error": error})
-        self.on_record({
+        record = {
             "kind": "call", **owner.tag, "pool": owner.pool, "key": owner.key,
             "output": reply.text if reply else None, "truncated": reply.truncated if reply else None,
             "attempt": attempt, "cached": cached, "latency_s": round(latency_s, 6), "error": error,
-        })
+        }
+        if reply is None and not cached:
+            record["charged"] = charged  # whether it used up an attempt (a wait did not): resume counts it
+        self.on_record(record)

@@ -37,14 +37,17 @@ class Store:
 
 
 class Replay:
-    def __init__(self, outputs: dict[str, Any], failed: dict[str, int]) -> None:
-        self.outputs, self.failed = outputs, failed
+    def __init__(self, outputs: dict[str, Any], failed: dict[str, int], waits: dict[str, int] | None = None) -> None:
+        self.outputs, self.failed, self.waits = outputs, failed, waits or {}
 
     def output(self, key: str) -> Any:
         return self.outputs.get(key)
 
     def failed_attempts(self, key: str) -> int:
         return self.failed.get(key, 0)
+
+    def uncharged(self, key: str) -> int:
+        return self.waits.get(key, 0)
 
 
 def make(**kwargs: Any) -> tuple[Book, dict[str, list[Any]], Clock]:
@@ -156,6 +159,34 @@ def test_replayed_outputs_answer_without_a_call_and_failed_attempts_continue():
     # `half` continues the killed run's attempts (2 of 3 used); `gave-up` got a fresh set of 3
     assert [(t.key, t.attempt) for t in book.take("p", 5)] == []
     assert len(book.waiting) == 2
+
+
+@pytest.mark.parametrize(("last", "waits", "left"), [
+    (2, 2, 3),  # two waits: nothing used up, all three left (as an uninterrupted run gives)
+    (2, 1, 2),  # a wait and a failure: two left
+    (2, 0, 1),  # two failures (or lines from before receipts said which): one left
+    (5, 5, 3),  # more waits than attempts: still all three
+    (4, 1, 3),  # three failures: it gave up, a fresh set
+])
+def test_a_replayed_key_keeps_the_attempts_its_waits_did_not_use_up(last, waits, left):
+    book, seen, _ = make(max_attempts=3, backoff=Backoff(0.0, 0.0), replay=Replay({}, {"k": last}, {"k": waits}))
+    book.ask("p", "k", "r", "owner")
+    sent = []
+    while not seen["answers"]:  # every send fails, charged, until the key is missing
+        (ticket,) = book.take("p", 5)
+        sent.append(ticket.attempt)
+        book.deliver([Outcome("k", ticket.attempt, None, 0.0, "HTTP 500")])
+    assert sent == list(range(last + 1, last + 1 + left))  # attempt numbers continue
+
+
+def test_a_failed_copy_while_another_runs_is_recorded_as_using_up_nothing():
+    book, seen, _ = make(max_attempts=2, backoff=Backoff(0.0, 0.0))
+    book.ask("p", "k", "r", "owner")
+    book.take("p", 1)
+    book.hedge("k")
+    book.deliver([Outcome("k", 2, None, 0.0, "timeout")])  # attempt 1 still runs
+    book.deliver([Outcome("k", 1, None, 0.0, "timeout")])  # the last copy: this failure counts
+    assert [(o.attempt, o.charged) for _, o in seen["records"]] == [(2, False), (1, True)]
 
 
 def test_a_hedge_is_one_more_attempt_and_the_first_answer_wins():

@@ -20,10 +20,11 @@ from margin.engine.calls import call_batch
 from margin.engine.loop import run_pools
 from margin.errors import InputError
 from margin.guards.spec import GuardSpec
-from margin.runfolder import read_jsonl
+from margin.runfolder import ReceiptWriter, read_jsonl
 from margin.runs.executing.driver import Driver
 from margin.runs.executing.execute import execute
 from margin.runs.executing.guard_pool import local_pool
+from margin.runs.executing.resume import load_replay
 from margin.runs.executing.verdict_cache import VerdictCache, guard_key, verdict_key
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.prepare import prepare
@@ -34,7 +35,7 @@ from margin.search.candidates import build_candidates, original_candidate
 from margin.search.make import make_search
 from margin.search.strategies import WINDOW_GROWTH
 from margin.transforms.suites import load_suite
-from margin.types import GuardInfo, Verdict
+from margin.types import Candidate, GuardCall, GuardInfo, Verdict
 from margin.util.hashing import canonical_json, sha256_text
 from tests.support.guards import FlakyGuard, HashGuard
 
@@ -261,6 +262,23 @@ def test_resume_after_a_crash_matches_an_uninterrupted_run_and_repeats_no_call(t
     lines = list(read_jsonl(receipts))  # no torn line left in the middle
     assert sum(1 for r in lines if r["kind"] == "result") == len(SAMPLE)
     assert len({r["run_id"] for r in lines}) == 1
+
+
+def test_resume_counts_only_the_failures_that_used_up_an_attempt(tmp_path):
+    receipts = tmp_path / "receipts.jsonl"
+    writer = ReceiptWriter(receipts, "run", "guard")
+    waited, failed = (Candidate("p", None, None, 0, text, 0.0) for text in ("waited", "failed"))
+    writer.call(GuardCall(waited, None, 1, 0.1, "HTTP 429", charged=False))
+    writer.call(GuardCall(waited, None, 2, 0.1, "HTTP 429", charged=False))
+    writer.call(GuardCall(failed, None, 1, 0.1, "HTTP 500"))
+    writer.close()
+    with open(receipts, "a", encoding="utf-8") as handle:  # a line written before receipts said which
+        line = json.loads(receipts.read_text().splitlines()[0])
+        del line["charged"]
+        handle.write(json.dumps({**line, "attempt": 3}) + "\n")
+    replay = load_replay(receipts)
+    assert (replay.failed_attempts("waited"), replay.uncharged("waited")) == (3, 2)  # the old line: charged
+    assert (replay.failed_attempts("failed"), replay.uncharged("failed")) == (1, 0)
 
 
 @pytest.mark.parametrize(("change", "flag"), [({"budget": 50.0}, "--budget"), ({"suite": "standard"}, "--suite"),

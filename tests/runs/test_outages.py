@@ -6,6 +6,7 @@ loses nothing; nothing here depends on how long anything took."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
@@ -108,6 +109,71 @@ def test_an_outage_past_max_outage_stops_the_run_and_its_resume_repeats_nothing(
     assert (out / "results.jsonl").read_bytes() == clean
     answered = Counter(c["text_sha256"] for c in calls(out) if c["verdict"] is not None and not c["cached"])
     assert max(answered.values()) == 1  # no recorded answer was asked for again
+
+
+class OneTextProxy(FaultProxy):
+    """Scripts the first text it is asked about: 429s (waits) for its first `waits` sends
+    (None: until the proxy has gone down and come back up), then `failures` HTTP 500s, then
+    it passes. Every other request passes (or meets the outage)."""
+
+    def __init__(self, upstream: str, *, waits: int | None, failures: int, outage: Outage | None = None) -> None:
+        super().__init__(upstream, mix=NO_MIX, storm=Storm(share=0.0, retry_after_s=0.2), outage=outage)
+        self.waits, self.failures = waits, failures
+        self.target: bytes | None = None
+        self.script: Counter[str] = Counter()
+
+    def _fault(self, path: str, body: bytes) -> str | None:
+        fault = super()._fault(path, body)
+        digest = hashlib.sha256(path.encode() + b"\0" + body).digest()
+        with self.lock:
+            self.target = self.target or digest
+            if fault is not None or digest != self.target:
+                return fault
+            sends = sum(self.script.values())
+            if (sends < self.waits) if self.waits is not None else not self.downs:
+                self.script["429"] += 1
+                return "429"
+            if self.script["500"] < self.failures:
+                self.script["500"] += 1
+                return "500"
+            self.script["passed"] += 1
+            return None
+
+
+def attempts_of_the_scripted_text(out: Path) -> list[tuple[str, bool | None]]:
+    """(what came back: 429, 500 or a verdict; whether it used up an attempt) of each send
+    of the text that met the 429s (the first a run sent: not always the same text), in order."""
+    lines = calls(out)
+    (sha,) = {c["text_sha256"] for c in lines if "Error code: 429" in (c["error"] or "")}
+    return [(next((code for code in ("429", "500") if f"Error code: {code}" in (c["error"] or "")), "answered"),
+             c.get("charged")) for c in lines if c["text_sha256"] == sha and not c["cached"]]
+
+
+def test_a_text_that_only_waited_before_a_stop_gets_all_its_attempts_after_resume(guard, tmp_path):
+    """A text asked to wait (429) and then stopped with the run has used up no attempt: the
+    resumed run gives it as many as an uninterrupted run would (here it needs all three)."""
+    url, clean = guard
+    upstream = url.removesuffix("/v1")
+    with OneTextProxy(upstream, waits=1, failures=2) as proxy:
+        whole = run_guard(f"{proxy.url}/v1", tmp_path / "whole", "--max-attempts", "3")
+    assert whole.returncode == 0, whole.stderr
+    assert proxy.script == {"429": 1, "500": 2, "passed": 1}
+    assert (tmp_path / "whole" / "results.jsonl").read_bytes() == clean
+    assert attempts_of_the_scripted_text(tmp_path / "whole") == [("429", False), ("500", True), ("500", True),
+                                                                 ("answered", None)]
+    out = tmp_path / "run"
+    with OneTextProxy(upstream, waits=None, failures=2, outage=Outage(after=20, seconds=None)) as proxy:
+        stopped = run_guard(f"{proxy.url}/v1", out, "--max-attempts", "3", "--max-outage", "2s")
+        assert stopped.returncode == 1, stopped.stderr
+        assert proxy.script["429"] >= 1 and not proxy.script["500"]
+        command = stopped.stderr.strip().splitlines()[-1].split("continue with: ", 1)[1]
+        proxy.up()
+        resumed = margin(*shlex.split(command)[1:])
+    assert resumed.returncode == 0, resumed.stderr
+    assert proxy.script["500"] == 2 and proxy.script["passed"] == 1
+    assert (out / "results.jsonl").read_bytes() == clean
+    assert attempts_of_the_scripted_text(out) == [("429", False)] * proxy.script["429"] + [("500", True)] * 2 + \
+        [("answered", None)]
 
 
 def test_an_endpoint_that_was_never_there_fails_at_once(tmp_path):

@@ -57,6 +57,29 @@ def test_replayed_outputs_answer_without_a_call_and_failed_attempts_continue():
     assert [r["output"] for r in again] == ["hey"]  # the replayed output is not written twice
 
 
+def sends_until_missing(calls: StudyCalls) -> list[int]:
+    """The attempt numbers a request gets, every one failing (charged), before it is missing."""
+    got: list[Reply | None] = []
+    calls.request("m", "k", MSG, {}, got.append)
+    sent = []
+    while not got:
+        (ticket,) = calls.book.take("m", 5)
+        sent.append(ticket.attempt)
+        calls.book.deliver([Outcome(ticket.key, ticket.attempt, None, 0.0, "HTTP 500")])
+    return sent
+
+
+def test_a_resumed_request_keeps_the_attempts_its_waits_did_not_use_up():
+    first, records = book()
+    first.request("m", "k", MSG, {}, lambda _: None)
+    (ticket,) = first.book.take("m", 5)
+    first.book.deliver([Outcome(ticket.key, 1, None, 0.0, "HTTP 429", retry_after_s=0.0, charged=False)])
+    assert [(r["error"], r["charged"]) for r in records] == [("HTTP 429", False)]  # the killed study's receipt
+    assert sends_until_missing(book(replay=load_replay(records))[0]) == [2, 3]  # both of max_attempts 2
+    old = [{k: v for k, v in r.items() if k != "charged"} for r in records]  # written before the field: charged
+    assert sends_until_missing(book(replay=load_replay(old))[0]) == [2]
+
+
 def test_model_specs_check_their_backend():
     with pytest.raises(ValueError, match="needs base_url"):
         ModelSpec(backend="openai", model="m")

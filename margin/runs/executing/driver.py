@@ -61,7 +61,8 @@ class Replay:
     """What a killed run already recorded: its verdicts answer the same requests again."""
 
     verdicts: dict[str, Verdict] = field(default_factory=dict)  # text sha256 -> completed output
-    failed: dict[str, int] = field(default_factory=dict)  # text sha256 -> attempts without output
+    failed: dict[str, int] = field(default_factory=dict)  # text sha256 -> its last attempt without output
+    waits: dict[str, int] = field(default_factory=dict)  # text sha256 -> attempts without output that used up none
     recorded: set[tuple[str, str | None, str | None, int]] = field(default_factory=set)  # candidates with a final line
     results: set[str] = field(default_factory=set)  # prompt ids with a result line
     run_id: str | None = None
@@ -71,6 +72,9 @@ class Replay:
 
     def failed_attempts(self, text: str) -> int:
         return self.failed.get(sha256_text(text), 0)
+
+    def uncharged(self, text: str) -> int:
+        return self.waits.get(sha256_text(text), 0)
 
 
 @dataclass
@@ -145,7 +149,7 @@ class Driver:
     def _record(self, owner: tuple[int, Candidate], job: Job, outcome: Outcome) -> None:
         verdict = outcome.output
         error = None if verdict is not None else (outcome.error or "no output")
-        self.on_call(GuardCall(owner[1], verdict, outcome.attempt, outcome.latency_s, error))
+        self.on_call(GuardCall(owner[1], verdict, outcome.attempt, outcome.latency_s, error, charged=outcome.charged))
 
     def _record_known(self, owner: tuple[int, Candidate], verdict: Verdict | None, origin: Origin) -> None:
         candidate = owner[1]

@@ -2,10 +2,12 @@
 
 The receipts are the run's memory. Every completed output they hold answers the same request
 again (the strategies are deterministic state machines, so replaying verdicts rebuilds every
-search exactly), attempts without output continue from where they stopped, and no completed
-guard call is made twice; texts it gave up on (no output after every attempt) get a fresh
-set of attempts, so resuming is also how lost coverage is retried. A killed writer leaves at most one torn last line; it is cut off
-before new lines are appended.
+search exactly), attempts without output continue from where they stopped with the
+attempts the text had left (its waits, lines with `"charged": false`, used up none; a line
+written before that field existed counts as charged), and no completed guard call is made
+twice; texts it gave up on (no output after every attempt) get a fresh set of attempts, so
+resuming is also how lost coverage is retried. A killed writer leaves at most one torn last
+line; it is cut off before new lines are appended.
 """
 
 from __future__ import annotations
@@ -61,4 +63,6 @@ def load_replay(receipts: Path) -> Replay:
             replay.recorded.add(key)
         elif not record.get("cached"):
             replay.failed[sha] = max(replay.failed.get(sha, 0), int(record["attempt"]))
+            if record.get("charged") is False:  # a wait; lines written before the field were charged
+                replay.waits[sha] = replay.waits.get(sha, 0) + 1
     return replay
