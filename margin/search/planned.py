@@ -258,9 +258,11 @@ class PlannedSearch(PromptSearch):
     def _stack(self) -> Asks:
         """Ask stacks of the strongest measured single edits, one per word (`stacks`), fewest
         words first, STACK_ROUND a round, only those cheaper than the best flip so far; keep
-        the fewest edits of the first that flips. Nothing is asked without measured moves
-        (a guard without scores)."""
-        tries = [s for s in stacks(self.gains, self.text) if self._candidate(s).cost < self._ceiling() - 1e-9]
+        the fewest edits of the first that flips. An edit's strength is its move per unit of
+        cost (a stack costs the sum of its edits), so a swap, two units, must move twice as far
+        as a deletion. Nothing is asked without measured moves (a guard without scores)."""
+        per_unit = {op: gain * self.unit / self._candidate([op]).cost for op, gain in self.gains.items()}
+        tries = [s for s in stacks(per_unit, self.text) if self._candidate(s).cost < self._ceiling() - 1e-9]
         for first in range(0, len(tries), STACK_ROUND):
             batch = tries[first : first + STACK_ROUND]
             verdicts = yield from self._ask([self._candidate(s) for s in batch])

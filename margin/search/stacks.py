@@ -29,8 +29,9 @@ def word_of(spans: Sequence[tuple[int, int]], position: int) -> int:
 
 
 def strongest_per_word(gains: Mapping[Op, float], text: str) -> list[Op]:
-    """Each word's single edit that moved the guard furthest toward a flip (moves above 0
-    only), strongest first; ties go to the edit earlier in the text."""
+    """Each word's single edit with the largest gain (how far it moved the guard toward a
+    flip, per unit of cost as `PlannedSearch._stack` gives it; gains above 0 only), strongest
+    first; ties go to the edit earlier in the text."""
     spans = word_spans(text) or [(0, len(text))]
     best: dict[int, tuple[float, Op]] = {}
     for op, gain in gains.items():

@@ -99,3 +99,24 @@ def test_certified_stacks_spend_at_most_their_own_budget():
     result, _ = run("all", max_calls=30)
     assert result.flip is not None
     assert result.guard_calls <= 30 + len(one_edits(TEXT)) + STACK_CALLS
+
+
+class CostlySwapGuard(TwoWordsGuard):
+    """Flips TEXT (safe) at p_unsafe 0.5: "process" one letter short ("procss") adds 0.3,
+    "python" one letter short ("pytho") 0.3 or two letters swapped ("pyhton", two units of
+    cost) 0.35. The swap moves the guard further but costs twice as much."""
+
+    def p(self, text: str) -> float:
+        tokens = set(re.findall(r"[a-z]+", text.lower()))
+        python = 0.35 if "pyhton" in tokens else 0.3 if "pytho" in tokens else 0.0
+        return 0.1 + 0.3 * ("procss" in tokens) + python
+
+
+def test_a_stack_weighs_each_edit_by_what_it_costs():
+    prompt = Prompt("p", TEXT, "safe", "t")
+    model = CostModel.for_corpus([TEXT])
+    search = AdaptiveSearch(prompt, original_candidate(prompt, 0), [], 100.0, cost_model=model, seed=0,
+                            max_calls=100, one_edit="all")
+    (result,) = drive([search], CostlySwapGuard(), batch_size=64, on_call=lambda _: None)
+    assert result.flip is not None and {"procss", "pytho"} <= set(result.flip.text.split())
+    assert result.flip_cost == pytest.approx(2 * search.unit)  # not the swap's three units
