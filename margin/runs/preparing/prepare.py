@@ -171,7 +171,8 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
     if config.max_calls is not None and config.max_calls < 2:
         raise InputError("must be at least 2 (the original and one edit)", field="--max-calls")
     if config.one_edit is not None and config.one_edit not in ONE_EDIT_MODES:
-        raise InputError(f"unknown mode {config.one_edit!r}; expected {' or '.join(ONE_EDIT_MODES)}",
+        raise InputError(f"unknown mode {config.one_edit!r}; expected {', '.join(ONE_EDIT_MODES[:-1])} or "
+                         f"{ONE_EDIT_MODES[-1]}",
                          field="--one-edit")
     dataset = load_dataset(config.dataset)
     suite = load_suite(config.suite)
