@@ -94,8 +94,7 @@ SWEEP_GIVE_UP: tuple[int, float] | None = (40, 0.1)
 #: max_calls: one call per variant), unless a one-edit flip is in hand, so each cost is certified;
 #: "none", no sweep: the fewest calls, and only one-edit flips are certified.
 ONE_EDIT_MODES = ("guided", "all", "none")
-#: `--one-edit all`: the calls the stacks asked after certifying may spend, beside its budget
-STACK_CALLS = 16
+STACK_CALLS = 40  # `--one-edit all`: calls for the stacks after certifying (~10, then 8 a `_grow` round)
 
 
 class AdaptiveSearch(PlannedSearch):
@@ -134,7 +133,7 @@ class AdaptiveSearch(PlannedSearch):
             if not self._at_floor():  # every single edit's move is known now: stack the strongest
                 self.call_limit = len(self.issued) + STACK_CALLS
                 with contextlib.suppress(OutOfCalls):
-                    yield from self._stack()
+                    yield from self._stack(grow=True)
 
     def _search(self) -> Asks:
         """The search within max_calls (it raises OutOfCalls when they are spent)."""

@@ -20,7 +20,7 @@ from margin.reports.metrics import ONE_EDIT_TAG
 from margin.search.candidates import Candidates
 from margin.search.edits import ADAPTIVE, Op, apply_ops, format_script
 from margin.search.single_edits import one_edits
-from margin.search.stacks import stacks
+from margin.search.stacks import additions, stacks, strongest_per_word
 from margin.search.strategies import PromptSearch
 from margin.search.sweep import OneEditSweep
 from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
@@ -32,6 +32,8 @@ SWEEP_ROUND_FIRST = 4
 CERTIFY_ROUND = 64
 #: stacks of single edits (`_stack`) asked a round: most flips take two or three words
 STACK_ROUND = 2
+#: `_grow`: how many edits it adds to the strongest one, one round each (a stack of up to 4)
+GROW_LAYERS = 3
 
 
 class OutOfCalls(Exception):
@@ -255,12 +257,13 @@ class PlannedSearch(PromptSearch):
             return False
         return all(self.by_text.get(apply_ops(self.text, [e.op], 0)) is not None for e in one_edits(self.text))
 
-    def _stack(self) -> Asks:
+    def _stack(self, grow: bool = False) -> Asks:
         """Ask stacks of the strongest measured single edits, one per word (`stacks`), fewest
         words first, STACK_ROUND a round, only those cheaper than the best flip so far; keep
         the fewest edits of the first that flips. An edit's strength is its move per unit of
         cost (a stack costs the sum of its edits), so a swap, two units, must move twice as far
-        as a deletion. Nothing is asked without measured moves (a guard without scores)."""
+        as a deletion. Nothing is asked without measured moves (a guard without scores).
+        `grow`: if none flips, grow a stack greedily (`_grow`)."""
         per_unit = {op: gain * self.unit / self._candidate([op]).cost for op, gain in self.gains.items()}
         tries = [s for s in stacks(per_unit, self.text) if self._candidate(s).cost < self._ceiling() - 1e-9]
         for first in range(0, len(tries), STACK_ROUND):
@@ -271,6 +274,32 @@ class PlannedSearch(PromptSearch):
                 kept = yield from self._minimise([], flipping[0])
                 yield from self._prune(kept)
                 return
+        if grow:
+            yield from self._grow(per_unit)
+
+    def _grow(self, gains: dict[Op, float]) -> Asks:
+        """Grow a stack as TextBugger does, by the guard's answers rather than single moves:
+        from the strongest edit, ask each of its `additions` on top (one round, only those
+        cheaper than the best flip so far) and keep the one that brings the guard closest to a
+        flip, GROW_LAYERS times; at the first round with a flip, keep the cheapest, minimised
+        and pruned. Edits do not add up exactly (two may each move the guard and together
+        not), which is why the answers lead here."""
+        ranked = strongest_per_word(gains, self.text)
+        stack = ranked[:1]
+        for _ in range(GROW_LAYERS if stack else 0):
+            ceiling = self._ceiling()
+            tries = [[*stack, op] for op in additions(stack, gains, self.text)
+                     if self._candidate([*stack, op]).cost < ceiling - 1e-9]
+            if not tries:
+                return
+            verdicts = yield from self._ask([self._candidate(t) for t in tries])
+            flipping = [t for t, v in zip(tries, verdicts, strict=True) if v is not None and v.is_wrong_for(self.prompt.label)]
+            if flipping:
+                kept = yield from self._minimise([], min(flipping, key=lambda t: self._candidate(t).cost))
+                yield from self._prune(kept)
+                return
+            closeness = [self._toward_flip(v) for v in verdicts]
+            stack = tries[max(range(len(tries)), key=lambda i: (closeness[i], -i))]
 
     # -- group testing ----------------------------------------------------------------------
 

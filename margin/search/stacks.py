@@ -28,19 +28,36 @@ def word_of(spans: Sequence[tuple[int, int]], position: int) -> int:
     return len(spans) - 1
 
 
-def strongest_per_word(gains: Mapping[Op, float], text: str) -> list[Op]:
-    """Each word's single edit with the largest gain (how far it moved the guard toward a
-    flip, per unit of cost as `PlannedSearch._stack` gives it; gains above 0 only), strongest
-    first; ties go to the edit earlier in the text."""
+def ranked_per_word(gains: Mapping[Op, float], text: str) -> list[list[Op]]:
+    """Each word's single edits by gain (how far each moved the guard toward a flip, per unit
+    of cost as `PlannedSearch._stack` gives it; gains above 0 only), strongest first, and the
+    words in the order of their strongest edit; ties go to the edit earlier in the text."""
     spans = word_spans(text) or [(0, len(text))]
-    best: dict[int, tuple[float, Op]] = {}
+    by_word: dict[int, list[tuple[float, Op]]] = {}
     for op, gain in gains.items():
-        if not gain > 0:  # a move away from a flip, none, or no score (NaN)
+        if gain > 0:  # not a move away from a flip, none, or no score (NaN)
+            by_word.setdefault(word_of(spans, op.start), []).append((-gain, op))
+    ranked = [sorted(edits) for edits in by_word.values()]
+    return [[op for _, op in edits] for edits in sorted(ranked, key=lambda edits: edits[0])]
+
+
+def strongest_per_word(gains: Mapping[Op, float], text: str) -> list[Op]:
+    """Each word's strongest single edit (`ranked_per_word`), strongest first."""
+    return [edits[0] for edits in ranked_per_word(gains, text)]
+
+
+def additions(stack: Sequence[Op], gains: Mapping[Op, float], text: str, per_word: int = 2,
+              width: int = 8) -> list[Op]:
+    """The edits to try on top of `stack`, strongest first: the top `per_word` edits of each
+    word the stack leaves untouched, at most `width`, none touching the stack's code points."""
+    spans = word_spans(text) or [(0, len(text))]
+    taken = {word_of(spans, op.start) for op in stack}
+    out: list[Op] = []
+    for edits in ranked_per_word(gains, text):
+        if word_of(spans, edits[0].start) in taken:
             continue
-        word = word_of(spans, op.start)
-        if word not in best or (-gain, op) < (-best[word][0], best[word][1]):
-            best[word] = (gain, op)
-    return [op for _, op in sorted(best.values(), key=lambda g: (-g[0], g[1]))]
+        out.extend(op for op in edits[:per_word] if not conflicts([*stack, op], text))
+    return out[:width]
 
 
 def stacks(gains: Mapping[Op, float], text: str, words: int = STACK_WORDS) -> list[list[Op]]:

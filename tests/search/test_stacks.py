@@ -19,7 +19,7 @@ from margin.search.adaptive import STACK_CALLS, AdaptiveSearch
 from margin.search.candidates import original_candidate
 from margin.search.edits import Op, apply_ops
 from margin.search.single_edits import one_edits
-from margin.search.stacks import stacks, strongest_per_word, word_of
+from margin.search.stacks import additions, stacks, strongest_per_word, word_of
 from margin.types import GuardInfo, Prompt, Verdict
 
 TEXT = "how do i kill a python process on a linux server"
@@ -70,12 +70,12 @@ class TwoWordsGuard(Guard):
         return [Verdict("unsafe" if (p := self.p(t)) >= 0.5 else "safe", p_unsafe=p, raw=str(p)) for t in texts]
 
 
-def run(one_edit: str, max_calls: int = 100):
+def run(one_edit: str, max_calls: int = 100, guard: Guard | None = None):
     prompt = Prompt("p", TEXT, "safe", "t")
     model = CostModel.for_corpus([TEXT])
     search = AdaptiveSearch(prompt, original_candidate(prompt, 0), [], 100.0, cost_model=model, seed=0,
                             max_calls=max_calls, one_edit=one_edit)
-    (result,) = drive([search], TwoWordsGuard(), batch_size=64, on_call=lambda _: None)
+    (result,) = drive([search], guard or TwoWordsGuard(), batch_size=64, on_call=lambda _: None)
     return result, search
 
 
@@ -113,10 +113,39 @@ class CostlySwapGuard(TwoWordsGuard):
 
 
 def test_a_stack_weighs_each_edit_by_what_it_costs():
-    prompt = Prompt("p", TEXT, "safe", "t")
-    model = CostModel.for_corpus([TEXT])
-    search = AdaptiveSearch(prompt, original_candidate(prompt, 0), [], 100.0, cost_model=model, seed=0,
-                            max_calls=100, one_edit="all")
-    (result,) = drive([search], CostlySwapGuard(), batch_size=64, on_call=lambda _: None)
+    result, search = run("all", guard=CostlySwapGuard())
     assert result.flip is not None and {"procss", "pytho"} <= set(result.flip.text.split())
     assert result.flip_cost == pytest.approx(2 * search.unit)  # not the swap's three units
+
+
+class ClashingGuard(TwoWordsGuard):
+    """Edits that do not add up: each of TARGETS one letter short moves p_unsafe up (python
+    most), python and linux together flip TEXT, but python and process together, or all
+    three, do not: a stack of the strongest edits by their single moves never flips."""
+
+    def p(self, text: str) -> float:
+        tokens = set(re.findall(r"[a-z]+", text.lower()))
+        broken = frozenset(t for t in TARGETS if any(t[:i] + t[i + 1:] in tokens for i in range(len(t))))
+        return {frozenset(): 0.1, frozenset({"python"}): 0.35, frozenset({"process"}): 0.3,
+                frozenset({"linux"}): 0.25, frozenset({"python", "linux"}): 0.8}.get(broken, 0.4)
+
+
+def test_certified_grows_a_stack_by_the_guards_answers_where_single_moves_mislead(monkeypatch):
+    guided, _ = run("guided", guard=ClashingGuard())
+    assert guided.flip is None  # the stacks of the strongest single moves: python + process (+ linux)
+    result, search = run("all", guard=ClashingGuard())
+    assert result.flip is not None and result.flip_cost == pytest.approx(2 * search.unit)
+    assert ClashingGuard().p(result.flip.text) >= 0.5
+    monkeypatch.setattr(planned, "GROW_LAYERS", 0)
+    again, _ = run("all", guard=ClashingGuard())
+    assert again.flip is None  # what growing adds
+
+
+
+def test_additions_are_the_top_edits_of_each_untouched_word():
+    text = "one two three four"
+    a, b, b2, c = Op.replace(0, 1, ""), Op.replace(4, 5, ""), Op.replace(5, 6, ""), Op.replace(8, 9, "")
+    gains = {a: 0.4, b: 0.3, b2: 0.35, c: 0.2, Op.replace(14, 15, ""): 0.1}
+    assert additions([a], gains, text, width=3) == [b2, b, c]  # two, strongest first, then three's
+    assert additions([a], gains, text, per_word=1) == [b2, c, Op.replace(14, 15, "")]
+    assert additions([b], gains, text) == [a, c, Op.replace(14, 15, "")]  # "two" is taken
