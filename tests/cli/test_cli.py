@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import margin
+from tests.support.shared_runs import keyword_quick_cli_run
 
 # `margin run` subprocesses join the session's Ray instead of each starting one.
 pytestmark = pytest.mark.usefixtures("ray_address")
@@ -19,13 +20,10 @@ class Mine:
 '''
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def keyword_run(tmp_path_factory, ray_cluster) -> Path:
-    """`margin run --guard keyword --suite quick`, which two tests read."""
-    out = tmp_path_factory.mktemp("keyword") / "run"
-    proc = margin("run", "--guard", "keyword", "--suite", "quick", "--out", str(out), env={"RAY_ADDRESS": ray_cluster})
-    assert proc.returncode == 0, proc.stderr
-    return out
+    """`margin run --guard keyword --suite quick`, which tests here and elsewhere only read."""
+    return keyword_quick_cli_run(tmp_path_factory, ray_cluster)
 
 
 def test_run_writes_every_record(keyword_run):

@@ -45,3 +45,16 @@ def keyword_xstest_run(tmp_path_factory: pytest.TempPathFactory, xstest_csv: Pat
                    cache=False, out=folder)
 
     return shared_folder(tmp_path_factory, "keyword-xstest-standard-cheapest", make)
+
+
+def keyword_quick_cli_run(tmp_path_factory: pytest.TempPathFactory, ray_address: str) -> Path:
+    """`margin run --guard keyword --suite quick` (the bundled sample, Ray, the cache on), a
+    margin process on the session's Ray."""
+    from tests.support.cli import margin
+
+    def make(folder: Path) -> None:
+        proc = margin("run", "--guard", "keyword", "--suite", "quick", "--out", str(folder),
+                      env={"RAY_ADDRESS": ray_address})
+        assert proc.returncode == 0, proc.stderr
+
+    return shared_folder(tmp_path_factory, "keyword-quick-cli", make)
