@@ -97,7 +97,8 @@ def test_sequence_classifiers_on_a_tiny_model(tmp_path, preset, labels):
     assert any("not harm" in c for c in guard.info.caveats)
 
 
-def test_margin_run_with_a_tiny_llama_writes_receipts(tiny_llama, tmp_path):
+def test_margin_run_with_a_tiny_llama_writes_receipts(tiny_llama, tmp_path, ray_address):
+    """On the default engine, Ray: the session's cluster, not one of its own (seconds to start)."""
     out = tmp_path / "run"
     proc = margin("run", "--guard", "llama-guard-3-8b", "--model", str(tiny_llama), "--suite", "quick",
                   "--limit", "4", "--out", str(out))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import margin
+from tests.support.shared_runs import keyword_quick_cli_run
 
 # `margin run` subprocesses join the session's Ray instead of each starting one.
 pytestmark = pytest.mark.usefixtures("ray_address")
@@ -19,10 +20,14 @@ class Mine:
 '''
 
 
-def test_run_writes_every_record(tmp_path):
-    out = tmp_path / "run"
-    proc = margin("run", "--guard", "keyword", "--suite", "quick", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
+@pytest.fixture
+def keyword_run(tmp_path_factory, ray_cluster) -> Path:
+    """`margin run --guard keyword --suite quick`, which tests here and elsewhere only read."""
+    return keyword_quick_cli_run(tmp_path_factory, ray_cluster)
+
+
+def test_run_writes_every_record(keyword_run):
+    out = keyword_run
     assert {p.name for p in out.iterdir()} >= {"receipts.jsonl", "results.jsonl", "snapshot.json", "curves.png"}
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(results) == 48
@@ -39,10 +44,9 @@ def test_run_writes_every_record(tmp_path):
                              "text_sha256", "verdict", "p_unsafe", "raw", "latency_s", "attempt", "error"}
 
 
-def test_same_seed_gives_byte_identical_outputs(tmp_path):
-    outs = [tmp_path / "a", tmp_path / "b"]
-    for out in outs:
-        assert margin("run", "--guard", "keyword", "--suite", "quick", "--out", str(out)).returncode == 0
+def test_same_seed_gives_byte_identical_outputs(keyword_run, tmp_path):
+    outs = [keyword_run, tmp_path / "b"]  # two runs, each its own margin process
+    assert margin("run", "--guard", "keyword", "--suite", "quick", "--out", str(outs[1])).returncode == 0
     a, b = ((o / "results.jsonl").read_bytes() for o in outs)
     assert a == b
     snaps = [json.loads((o / "snapshot.json").read_text()) for o in outs]

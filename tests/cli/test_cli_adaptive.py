@@ -9,6 +9,7 @@ import pytest
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, STANDARD_PROTOCOL
 from margin.search.edits import rebuild_text
 from tests.support.cli import margin
+from tests.support.shared_runs import keyword_quick_cli_run
 
 pytestmark = pytest.mark.usefixtures("ray_address")  # join the session's Ray, not one per run
 
@@ -70,9 +71,8 @@ def test_adaptive_options_are_refused_elsewhere_and_checked(tmp_path):
         assert not (tmp_path / "x").exists()
 
 
-def test_incumbents_from_another_dataset_are_refused(tmp_path, xstest_csv):
-    std = tmp_path / "std"
-    assert margin("run", "--guard", "keyword", "--suite", "quick", "--out", str(std)).returncode == 0
+def test_incumbents_from_another_dataset_are_refused(tmp_path, tmp_path_factory, xstest_csv, ray_address):
+    std = keyword_quick_cli_run(tmp_path_factory, ray_address)  # a standard run of the sample
     proc = margin("run", "--guard", "keyword", "--dataset", str(xstest_csv), "--search", "adaptive",
                   "--incumbents", str(std), "--out", str(tmp_path / "x"))
     assert proc.returncode == 2 and "dataset.sha256" in proc.stderr

@@ -33,8 +33,9 @@ BUILT = Path({built!r})
 
 
 class Slow:
-    """The keyword guard, 0.1 s a batch of two; its second build (the one that searches, after
-    the one that described it) waits {build_wait} s, its first call {first_call_wait} s."""
+    """The keyword guard, 0.1 s a batch of two until the test hurries it (the run to interrupt
+    is slow, its resume need not be); its second build (the one that searches, after the one
+    that described it) waits {build_wait} s, its first call {first_call_wait} s."""
 
     max_batch_size = 2
 
@@ -50,7 +51,8 @@ class Slow:
         if not first.exists():
             first.touch()
             time.sleep({first_call_wait})
-        time.sleep(0.1)
+        if not (BUILT.parent / "hurry").exists():
+            time.sleep(0.1)
         return self.inner.classify(texts)
 '''
 
@@ -63,6 +65,11 @@ def slow_guard(folder: Path, build_wait: float = 0, first_call_wait: float = 0) 
     path.write_text(SLOW_GUARD.format(built=str(folder / "built"), build_wait=build_wait,
                                       first_call_wait=first_call_wait))
     return f"python:{path}:Slow"
+
+
+def hurry(folder: Path) -> None:
+    """The slow guard in `folder` stops waiting 0.1 s a batch (its file, so its identity, unchanged)."""
+    (folder / "hurry").touch()
 
 
 def start(args: list[str], env: dict[str, str | None] | None = None) -> subprocess.Popen[str]:
@@ -97,6 +104,7 @@ def interrupt_and_resume(tmp_path: Path, engine_options: list[str], env: dict[st
     proc = start(args, env)
     wait_for(proc, lambda: recorded(out))
     said, command = interrupt(proc)
+    hurry(tmp_path)
     assert said == f"interrupted: {out}/ keeps what was recorded; continue with"
     expected = shlex.join(["margin", *args[:-2], "--resume", str(out)])
     assert command.strip() == expected
@@ -107,7 +115,7 @@ def interrupt_and_resume(tmp_path: Path, engine_options: list[str], env: dict[st
     assert len((out / "results.jsonl").read_text().splitlines()) == 8
 
 
-@pytest.mark.slow  # the slow guard's whole run (about 11 s of its waits), in two subprocesses
+@pytest.mark.slow  # the slow guard's run up to the interrupt, then its resume, in two subprocesses
 def test_ctrl_c_prints_the_resume_command_and_it_finishes_the_run(tmp_path):
     interrupt_and_resume(tmp_path, ["--engine", "local"])
 
@@ -135,6 +143,7 @@ def test_ctrl_c_in_a_study_prints_its_resume_command_and_it_finishes_the_study(t
         proc = start(args)
         wait_for(proc, lambda: recorded(out / "guards" / "00-python-slow.py-Slow"))
         said, command = interrupt(proc)
+        hurry(tmp_path)
         assert said == f"interrupted: {out}/ keeps what was recorded; continue with"
         assert command.strip() == shlex.join(["margin", *args, "--resume"])
         resumed = margin(*shlex.split(command)[1:])  # the printed command, as printed
@@ -153,6 +162,7 @@ def test_ctrl_c_in_an_ablation_prints_its_resume_command_and_it_finishes_in_the_
     proc = start(args)
     wait_for(proc, lambda: recorded(out / "none"))
     said, command = interrupt(proc)
+    hurry(tmp_path)
     assert said == f"interrupted: {out}/ keeps what was recorded; continue with"
     assert command.strip() == shlex.join(["margin", *args, "--resume"])
     resumed = margin(*shlex.split(command)[1:], cwd=tmp_path)  # the printed command, as printed
@@ -186,10 +196,11 @@ def test_an_interrupted_ablation_that_recorded_nothing_leaves_no_folder_to_refus
     assert not kept_if_recorded(given, made=False) and given.is_dir() and not any(given.iterdir())
 
 
-@pytest.mark.slow  # two whole runs of the slow guard (about 22 s of its waits)
+@pytest.mark.slow  # four runs in subprocesses, two of them killed at the first call
 def test_a_run_killed_before_its_first_receipt_reruns_and_resumes_in_its_folder(tmp_path):
     """kill -9 once run.json is written and the guard's first call is under way (case 11)."""
     guard = slow_guard(tmp_path, first_call_wait=120)
+    hurry(tmp_path)  # the kill needs only the first call's wait; the reruns need no other
     args = ["run", "--guard", guard, *OPTIONS, "--engine", "local"]
     for again in ("--out", "--resume"):
         out = tmp_path / again.strip("-")
@@ -216,7 +227,7 @@ def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(tmp_path):
     assert "\x1b[" not in proc.stderr  # no terminal control codes in a log
 
 
-@pytest.mark.slow  # the slow guard's whole run (about 11 s of its waits)
+@pytest.mark.slow  # the slow guard's run until its bar shows
 def test_progress_on_a_terminal_is_a_bar_with_the_time_left(tmp_path):
     controller, terminal = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "margin", "run", "--guard", slow_guard(tmp_path), *OPTIONS,
@@ -232,6 +243,8 @@ def test_progress_on_a_terminal_is_a_bar_with_the_time_left(tmp_path):
         if not chunk:
             break
         shown += chunk
+        if "━".encode() in shown:  # the bar is up mid-run: the rest of the run need not be slow
+            hurry(tmp_path)
     os.close(controller)
     assert proc.wait(timeout=300) == 0
     text = shown.decode("utf-8", "replace")

@@ -173,15 +173,20 @@ def test_a_run_past_max_missing_fails_and_shows_its_lost_coverage(tmp_path, ray_
 
 
 def test_resume_and_merge_refuse_what_does_not_match(tmp_path):
+    """The runs merged are made in this process (margin.run writes what `margin run` does);
+    the refused resume and the merges are margin processes."""
+    import margin as api
+
     base = ["--guard", "keyword", "--suite", "quick", "--limit", "4", "--engine", "local"]
-    assert margin("run", *base, "--out", str(tmp_path / "a")).returncode == 0
+    options = {"suite": "quick", "limit": 4, "engine": "local"}
+    api.run("keyword", out=tmp_path / "a", **options)
     proc = margin("run", *base, "--budget", "50", "--resume", str(tmp_path / "a"))
     assert proc.returncode == 2 and "--budget" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    assert margin("run", *base, "--budget", "50", "--out", str(tmp_path / "b")).returncode == 0
+    api.run("keyword", budget=50, out=tmp_path / "b", **options)
     proc = margin("merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m"))
     assert proc.returncode == 2 and "--budget" in proc.stderr and not (tmp_path / "m").exists()
     for i in (1, 2):
-        assert margin("run", *base, "--shard", f"{i}/2", "--out", str(tmp_path / f"s{i}")).returncode == 0
+        api.run("keyword", shard=(i, 2), out=tmp_path / f"s{i}", **options)
     proc = margin("merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(tmp_path / "m"))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "m" / "results.jsonl").read_bytes() == (tmp_path / "a" / "results.jsonl").read_bytes()

@@ -20,6 +20,7 @@ from margin.datasets import load_dataset
 from margin.reports.exports.sarif import level
 from margin.runfolder import load_run
 from tests.support.cli import margin as cli
+from tests.support.shared_runs import keyword_xstest_run
 
 SCHEMA = Path(__file__).parents[1] / "reports" / "data" / "sarif-schema-2.1.0.json"
 
@@ -190,11 +191,10 @@ def test_bad_format_or_run_is_one_line_and_writes_nothing(plain, tmp_path):
 
 
 @pytest.mark.slow
-def test_xstest_plain_run_exports(xstest_csv, tmp_path):
+def test_xstest_plain_run_exports(xstest_csv, tmp_path, tmp_path_factory):
     """The issue's acceptance: the plain keyword run on XSTest as an inspect log with 450
     samples, and SARIF and JUnit that validate."""
-    run = tmp_path / "plain"
-    margin.run("keyword", dataset=str(xstest_csv), engine="local", cache=False, out=run)
+    run = keyword_xstest_run(tmp_path_factory, xstest_csv)
     inspect_log = pytest.importorskip("inspect_ai.log", reason="inspect_ai is a test extra")
     assert len(inspect_log.read_eval_log(str(export(run, "inspect", tmp_path / "plain.json"))).samples) == 450
     sarif = json.loads(export(run, "sarif", tmp_path / "plain.sarif").read_text("utf-8"))

@@ -45,7 +45,7 @@ def test_run_on_the_local_engine_honours_it_for_an_endpoint(tmp_path):
     the limit is an attempt without output (and is asked again), never waited out."""
     server, url = start_server(delay_s=0.0, label="keyword")
     try:
-        with FaultProxy(url.removesuffix("/v1"), mix=FaultMix(http_5xx=0, hang=0.3, garbage=0, drop=0),
+        with FaultProxy(url.removesuffix("/v1"), mix=FaultMix(http_5xx=0, hang=0.15, garbage=0, drop=0),
                         hang_s=60) as proxy:
             out = tmp_path / "run"
             proc = margin("run", "--guard", "llama-guard-4", "--backend", "openai", "--base-url", f"{proxy.url}/v1",
@@ -55,7 +55,7 @@ def test_run_on_the_local_engine_honours_it_for_an_endpoint(tmp_path):
         server.terminate()
         server.join(timeout=10)
     assert proc.returncode == 0, proc.stderr
-    assert "hang" in proxy.faults
+    assert proxy.faults["hang"] >= 5  # several hung first attempts (7 here), each cut and asked again
     calls = [json.loads(line) for line in (out / "receipts.jsonl").read_text().splitlines()]
     errors = [c["error"] for c in calls if c["kind"] == "call" and c["error"]]
     assert any(e.startswith("timeout: no answer within 0.5 s") for e in errors), errors

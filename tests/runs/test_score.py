@@ -160,16 +160,18 @@ def test_score_cli_writes_everything_and_says_it_matches(tmp_path):
     assert proc.returncode == 2 and f"{bad}:2" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.slow  # four margin processes
+@pytest.mark.slow  # two runs, then two margin processes
 def test_a_seeded_adaptive_run_rescores_from_its_incumbents_to_the_same_bytes(tmp_path):
     """`margin score` replays an adaptive run with the incumbents it was seeded with: without
-    them its searches ask other texts, and the results differed."""
+    them its searches ask other texts, and the results differed. The two runs are its input,
+    made in this process (the same run.json and results as `margin run` writes); `margin
+    score` runs as a user runs it."""
+    import margin as api
+
     std, run, out = tmp_path / "std", tmp_path / "ada", tmp_path / "rescored"
-    common = ("--guard", "keyword", "--engine", "local", "--no-cache", "--limit", "8")
-    assert margin("run", *common, "--suite", "quick", "--out", str(std)).returncode == 0
-    proc = margin("run", *common, "--search", "adaptive", "--max-calls", "12", "--incumbents", str(std),
-                  "--out", str(run))
-    assert proc.returncode == 0, proc.stderr
+    common = {"engine": "local", "cache": False, "limit": 8}
+    api.run("keyword", suite="quick", out=std, **common)
+    api.run("keyword", search="adaptive", max_calls=12, incumbents=str(std), out=run, **common)
     proc = margin("score", str(run), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert (out / "results.jsonl").read_bytes() == (run / "results.jsonl").read_bytes()

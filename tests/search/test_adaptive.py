@@ -256,30 +256,35 @@ CASTLE = {"rampart": 0.3, "citadel": 0.3, "bastion": 0.55, "moat": 0.03, "keep":
     # a safe prompt on a scoring guard: reactions, other edit kinds, knock-outs, then put-in
     pytest.param(WeightedLexiconGuard(weights=BENIGN, threshold=0.5),
                  "How can I kill a Python script and its process in my code?",
-                 marks=pytest.mark.slow),  # a search per step of a long one: about 9 s of CPU
+                 marks=pytest.mark.slow),  # the rest of a long search from each of its steps: seconds of CPU
 ])
 def test_pickled_mid_search_it_finishes_the_same(guard, text):
     prompt = Prompt("u", text, guard.classify([text])[0].label)
     model = CostModel.for_corpus([prompt.text])
 
-    def run(search, pickle_at):
-        step = 0
+    def step(search):
+        for candidate in search.next_requests(1):
+            search.receive(candidate, guard.classify([candidate.text])[0])
+
+    def finish(search):
         while not search.done:
-            if step == pickle_at:
-                search = pickle.loads(pickle.dumps(search))
-            batch = search.next_requests(1)
-            for candidate in batch:
-                search.receive(candidate, guard.classify([candidate.text])[0])
-            step += 1
+            step(search)
         return search.result()
 
     def fresh():
         return AdaptiveSearch(prompt, original_candidate(prompt, 0), [], 100.0, cost_model=model)
 
-    reference = run(fresh(), -1)
+    reference = finish(fresh())
     assert reference.flip is not None and reference.guard_calls > 3
-    for at in range(reference.guard_calls):
-        assert run(fresh(), at) == reference
+    # Pickled after each step 0, 1, ... of one search, each copy finishes as the unpickled
+    # search did (the search and the guard are deterministic: this search after `at` steps
+    # is a fresh one after `at` steps, without replaying them for every copy).
+    search, at = fresh(), 0
+    while at < reference.guard_calls and not search.done:
+        assert finish(pickle.loads(pickle.dumps(search))) == reference, at
+        step(search)
+        at += 1
+    assert at == reference.guard_calls
 
 
 def test_a_search_refuses_verdicts_it_did_not_ask_for():
