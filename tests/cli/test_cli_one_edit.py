@@ -55,6 +55,7 @@ def test_margin_score_replays_a_certified_run_with_its_options(tmp_path):
     assert json.loads((out / "run.json").read_text())["one_edit"] == "all"
 
 
+@pytest.mark.slow  # two adaptive runs as subprocesses (about 5 s)
 def test_one_edit_none_is_recorded_and_on_a_guard_without_scores_changes_nothing(tmp_path):
     common = ["run", "--guard", "keyword", "--search", "adaptive", "--engine", "local", "--no-cache", "--limit", "12"]
     assert margin(*common, "--out", str(tmp_path / "guided")).returncode == 0
