@@ -28,7 +28,7 @@ import heapq
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -75,6 +75,15 @@ class Replay(Protocol):
     def output(self, key: Any) -> Any: ...  # None when it recorded none
     def failed_attempts(self, key: Any) -> int: ...  # the last attempt it made without output (0: none)
     def uncharged(self, key: Any) -> int: ...  # of its attempts without output, those that used up none
+
+
+def note_failed_attempt(failed: dict[Any, int], waits: dict[Any, int], key: Any, record: Mapping[str, Any]) -> None:
+    """Read a receipt line of an attempt without output into what a `Replay` answers: the last
+    attempt made for `key` (`failed`) and how many of them used up none (`waits`: lines with
+    `"charged": false`; a line written before that field existed counts as charged)."""
+    failed[key] = max(failed.get(key, 0), int(record["attempt"]))
+    if record.get("charged") is False:
+        waits[key] = waits.get(key, 0) + 1
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from margin.engine.book import Backoff, Book, Job, Origin, Outcome, Store
+from margin.engine.book import Backoff, Book, Job, Origin, Outcome, Store, note_failed_attempt
 from margin.engine.settings import RETRY_WAIT
 from margin.studies.health import Health
 from margin.studies.models import Messages, Reply
@@ -69,9 +69,7 @@ def load_replay(records: Iterable[dict[str, Any]]) -> StudyReplay:
         if record.get("output") is not None:
             replies[key] = Reply(record["output"], bool(record.get("truncated")))
         elif not record.get("cached"):
-            failed[key] = max(failed.get(key, 0), int(record["attempt"]))
-            if record.get("charged") is False:  # a wait; lines written before the field were charged
-                waits[key] = waits.get(key, 0) + 1
+            note_failed_attempt(failed, waits, key, record)
     return StudyReplay(replies, failed, waits)
 
 

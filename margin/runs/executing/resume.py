@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from margin.engine.book import note_failed_attempt
 from margin.errors import InputError
 from margin.runfolder import read_jsonl
 from margin.runrecord import RunRecord, flags_of
@@ -62,7 +63,5 @@ def load_replay(receipts: Path) -> Replay:
             replay.verdicts[sha] = Verdict(record["verdict"], p_unsafe=record["p_unsafe"], raw=record["raw"] or "")
             replay.recorded.add(key)
         elif not record.get("cached"):
-            replay.failed[sha] = max(replay.failed.get(sha, 0), int(record["attempt"]))
-            if record.get("charged") is False:  # a wait; lines written before the field were charged
-                replay.waits[sha] = replay.waits.get(sha, 0) + 1
+            note_failed_attempt(replay.failed, replay.waits, sha, record)
     return replay
