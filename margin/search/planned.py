@@ -20,7 +20,7 @@ from margin.reports.metrics import ONE_EDIT_TAG
 from margin.search.candidates import Candidates
 from margin.search.edits import ADAPTIVE, Op, apply_ops, format_script
 from margin.search.single_edits import one_edits
-from margin.search.stacks import additions, stacks, strongest_per_word
+from margin.search.stacks import additions, ranked_per_word, stacks
 from margin.search.strategies import PromptSearch
 from margin.search.sweep import OneEditSweep
 from margin.types import Candidate, Flip, Prompt, SearchResult, Verdict
@@ -268,8 +268,8 @@ class PlannedSearch(PromptSearch):
         tries = [s for s in stacks(per_unit, self.text) if self._candidate(s).cost < self._ceiling() - 1e-9]
         for first in range(0, len(tries), STACK_ROUND):
             batch = tries[first : first + STACK_ROUND]
-            verdicts = yield from self._ask([self._candidate(s) for s in batch])
-            flipping = [s for s, v in zip(batch, verdicts, strict=True) if v is not None and v.is_wrong_for(self.prompt.label)]
+            yield from self._ask([self._candidate(s) for s in batch])
+            flipping = [s for s in batch if self._flips(self._candidate(s).text)]
             if flipping:
                 kept = yield from self._minimise([], flipping[0])
                 yield from self._prune(kept)
@@ -284,16 +284,16 @@ class PlannedSearch(PromptSearch):
         flip, GROW_LAYERS times; at the first round with a flip, keep the cheapest, minimised
         and pruned. Edits do not add up exactly (two may each move the guard and together
         not), which is why the answers lead here."""
-        ranked = strongest_per_word(gains, self.text)
-        stack = ranked[:1]
+        ranked = ranked_per_word(gains, self.text)
+        stack = [ranked[0][0]] if ranked else []
         for _ in range(GROW_LAYERS if stack else 0):
             ceiling = self._ceiling()
-            tries = [[*stack, op] for op in additions(stack, gains, self.text)
+            tries = [[*stack, op] for op in additions(stack, ranked, self.text)
                      if self._candidate([*stack, op]).cost < ceiling - 1e-9]
             if not tries:
                 return
             verdicts = yield from self._ask([self._candidate(t) for t in tries])
-            flipping = [t for t, v in zip(tries, verdicts, strict=True) if v is not None and v.is_wrong_for(self.prompt.label)]
+            flipping = [t for t in tries if self._flips(self._candidate(t).text)]
             if flipping:
                 kept = yield from self._minimise([], min(flipping, key=lambda t: self._candidate(t).cost))
                 yield from self._prune(kept)

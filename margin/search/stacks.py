@@ -46,14 +46,15 @@ def strongest_per_word(gains: Mapping[Op, float], text: str) -> list[Op]:
     return [edits[0] for edits in ranked_per_word(gains, text)]
 
 
-def additions(stack: Sequence[Op], gains: Mapping[Op, float], text: str, per_word: int = 2,
+def additions(stack: Sequence[Op], ranked: Sequence[Sequence[Op]], text: str, per_word: int = 2,
               width: int = 8) -> list[Op]:
-    """The edits to try on top of `stack`, strongest first: the top `per_word` edits of each
-    word the stack leaves untouched, at most `width`, none touching the stack's code points."""
+    """The edits to try on top of `stack`, strongest first: of the words `ranked_per_word`
+    ranked, the top `per_word` edits of each the stack leaves untouched, at most `width`,
+    none touching the stack's code points."""
     spans = word_spans(text) or [(0, len(text))]
     taken = {word_of(spans, op.start) for op in stack}
     out: list[Op] = []
-    for edits in ranked_per_word(gains, text):
+    for edits in ranked:
         if word_of(spans, edits[0].start) in taken:
             continue
         out.extend(op for op in edits[:per_word] if not conflicts([*stack, op], text))

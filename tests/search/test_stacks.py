@@ -19,7 +19,7 @@ from margin.search.adaptive import STACK_CALLS, AdaptiveSearch
 from margin.search.candidates import original_candidate
 from margin.search.edits import Op, apply_ops
 from margin.search.single_edits import one_edits
-from margin.search.stacks import additions, stacks, strongest_per_word, word_of
+from margin.search.stacks import additions, ranked_per_word, stacks, strongest_per_word, word_of
 from margin.types import GuardInfo, Prompt, Verdict
 
 TEXT = "how do i kill a python process on a linux server"
@@ -146,6 +146,6 @@ def test_additions_are_the_top_edits_of_each_untouched_word():
     text = "one two three four"
     a, b, b2, c = Op.replace(0, 1, ""), Op.replace(4, 5, ""), Op.replace(5, 6, ""), Op.replace(8, 9, "")
     gains = {a: 0.4, b: 0.3, b2: 0.35, c: 0.2, Op.replace(14, 15, ""): 0.1}
-    assert additions([a], gains, text, width=3) == [b2, b, c]  # two, strongest first, then three's
-    assert additions([a], gains, text, per_word=1) == [b2, c, Op.replace(14, 15, "")]
-    assert additions([b], gains, text) == [a, c, Op.replace(14, 15, "")]  # "two" is taken
+    assert additions([a], ranked_per_word(gains, text), text, width=3) == [b2, b, c]  # two, strongest first, then three's
+    assert additions([a], ranked_per_word(gains, text), text, per_word=1) == [b2, c, Op.replace(14, 15, "")]
+    assert additions([b], ranked_per_word(gains, text), text) == [a, c, Op.replace(14, 15, "")]  # "two" is taken
