@@ -13,6 +13,7 @@ from margin.cli import (  # noqa: F401 (commands register on import)
     diff,
     export,
     integral,
+    judge,
     library,
     merge,
     publish,

@@ -77,12 +77,13 @@ class RuleJudge:
 
     format = f"{NAME}/{VERSION}"
 
-    def __init__(self, chars: int = OPENING_CHARS) -> None:
+    def __init__(self, chars: int = OPENING_CHARS, judge_id: str | None = None) -> None:
         self.chars = chars
+        self._id = judge_id or (NAME if chars == OPENING_CHARS else f"{NAME}~{chars}")
 
     @property
     def id(self) -> str:
-        return NAME if self.chars == OPENING_CHARS else f"{NAME}~{self.chars}"
+        return self._id
 
     def identity(self) -> dict[str, Any]:
         return {"id": self.id, "rules": {"name": NAME, "version": VERSION, "opening_chars": self.chars,

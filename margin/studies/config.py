@@ -74,10 +74,24 @@ class ProtectedModel(ModelSpec):
 
 
 class JudgeConfig(Strict):
+    """An LLM judge (template + model), or `refusal-rules` (no model; a plain string says it)."""
+
     id: str | None = None
+    rules: Literal["refusal-rules"] | None = None
     template: str = "behaviour"  # a built-in name or a path to a template file
-    model: ModelSpec
+    model: ModelSpec | None = None
     max_tokens: int = Field(default=512, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain(cls, value: Any) -> Any:
+        return {"rules": value} if value == "refusal-rules" else value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> JudgeConfig:
+        if (self.rules is None) == (self.model is None):
+            raise ValueError("give either `model` (an LLM judge with its template) or `rules: refusal-rules`")
+        return self
 
 
 class TransformationItem(Strict):

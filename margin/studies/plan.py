@@ -18,6 +18,7 @@ from margin.errors import InputError
 from margin.guards.make import describe_guard, parse_guard
 from margin.guards.spec import GuardSpec, as_field
 from margin.judges.llm import LLMJudge
+from margin.judges.rules import RuleJudge
 from margin.judges.template import builtin_templates, load_template
 from margin.reports.pairings import Thresholds
 from margin.runrecord import info_record
@@ -86,8 +87,10 @@ class ModelPlan:
 
 @dataclass(frozen=True)
 class JudgePlan:
-    judge: LLMJudge
-    model: ModelPlan
+    """An LLM judge and the model that answers it; a rule judge has no model (`model` None)."""
+
+    judge: LLMJudge | RuleJudge
+    model: ModelPlan | None
 
     @property
     def id(self) -> str:
@@ -283,6 +286,8 @@ def _protected(config: StudyConfig, source: Source, index: int) -> ModelPlan:
 
 
 def _judge(judge: JudgeConfig, config: StudyConfig, source: Source, loc: Loc) -> JudgePlan:
+    if judge.model is None:  # `rules: refusal-rules`
+        return JudgePlan(RuleJudge(judge_id=judge.id), None)
     if judge.template not in builtin_templates() and not _relative(source, judge.template).is_file():
         raise source.error(f"no such judge template (built-in: {', '.join(builtin_templates())})"
                            f"{did_you_mean(judge.template, builtin_templates())}", (*loc, "template"))

@@ -65,14 +65,15 @@ def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: b
     receipts, replay = _open_receipts(out_dir / "calls.jsonl", resume)
     store = ReplyCache(default_cache_path()) if cache else None
     models = {m.id: m for m in plan.models}
-    models.update({j.model.id: j.model for j in plan.judges})
+    models.update({j.model.id: j.model for j in plan.judges if j.model is not None})
     pools = [model_pool(name, m.spec, m.max_tokens, settings, on_call=_reporter(name, on_batch))
              for name, m in models.items()]
     attempts = {name: model_limits(m.spec, settings).max_attempts for name, m in models.items()}
     calls = StudyCalls(max_attempts=attempts, retry_wait_s=settings.retry_wait_s, store=store, replay=replay,
                        on_record=receipts.write)
     calls.health.names = {m.id: f"model {m.id}" for m in plan.models}
-    calls.health.names.update({j.model.id: f"judge {j.id} (model {_where(j.model.spec)})" for j in plan.judges})
+    calls.health.names.update({j.model.id: f"judge {j.id} (model {_where(j.model.spec)})"
+                               for j in plan.judges if j.model is not None})
     outcome = ResponseOutcome()
     texts = {(p.id, t.name): plan.transformed(p, t) for p in plan.prompts for t in plan.transformations}
     by_id = {p.id: p for p in plan.prompts}
@@ -88,6 +89,10 @@ def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: b
         case = JudgeCase(by_id[prompt_id].text, original.text, texts[(prompt_id, name)], transformed.text)
         t = next(t for t in plan.transformations if t.name == name)
         for index, judge in enumerate(plan.judges):
+            if judge.model is None:  # a rule judge decides at once: no call, no receipt
+                outcome.judgements[(index, model_id, prompt_id, name)] = judge.judge.verdict(case)  # type: ignore[union-attr]
+                continue
+
             def done(reply: Reply | None, key: tuple[int, str, str, str] = (index, model_id, prompt_id, name),
                      parse: Callable[[str], JudgeVerdict] = judge.judge.parse) -> None:
                 outcome.judgements[key] = None if reply is None else parse(reply.text)
@@ -104,7 +109,8 @@ def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: b
                 judge_when_ready(model_id, prompt_id, t.name)
             if waiting["responses"] == 0:
                 for judge in plan.judges:
-                    calls.seal(judge.model.id)
+                    if judge.model is not None:
+                        calls.seal(judge.model.id)
                 on_progress("responses done")
         return done
 

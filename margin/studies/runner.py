@@ -20,6 +20,7 @@ from typing import Any, Literal
 from margin.engine.cluster import connect, disconnect
 from margin.engine.settings import ENGINE
 from margin.errors import EndpointUnreachable, InputError
+from margin.judges.rules import RuleJudge
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
 from margin.runfolder import atomic_write_text, dumps, read_jsonl
@@ -108,7 +109,7 @@ def in_process(plan: StudyPlan) -> list[str]:
     """The guards and models that run in process (Ray actors, or this process with `--engine
     local`), not behind an endpoint."""
     guards = [f"guard {g.id}" for g in plan.guards if not is_remote(g.spec)]
-    models = [f"model {m.id}" for m in [*plan.models, *(j.model for j in plan.judges)] if not m.spec.remote]
+    models = [f"model {m.id}" for m in [*plan.models, *(j.model for j in plan.judges if j.model is not None)] if not m.spec.remote]
     return guards + models
 
 
@@ -220,7 +221,8 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls:
                 for t in plan.transformations)
             pairs.append(PairOutcome(guard.id, model.id, outcomes, coverages[(guard.id, model.id)]))
     first = plan.judges[0]
-    judge = {**first.judge.identity(), "parse_rule": first.judge.template.format,
+    parse_rule = first.judge.format if isinstance(first.judge, RuleJudge) else first.judge.template.format
+    judge = {**first.judge.identity(), "parse_rule": parse_rule,
              "second": plan.judges[1].judge.identity() if len(plan.judges) > 1 else None}
     pairings = build_pairings(pairs, judge=judge, guards=[g.record() for g in plan.guards],
                               models=[m.metadata for m in plan.models], thresholds=plan.thresholds, date=date)
