@@ -56,6 +56,9 @@ def validate(
         interrupted(None, None)
     except EndpointDown as exc:
         fail(f"{exc}. What it recorded is kept in {out}/; continue with: {resume_command('judge', out)}")
+    except RuntimeError as exc:  # a judge model that answers nothing, or cannot start
+        fail(f"{exc}. What it recorded is kept in {out}/; continue with: {resume_command('judge', out)}"
+             if out is not None and (out / "validate.json").is_file() else str(exc))
     if as_json:
         print(json.dumps(result.record, sort_keys=True))
         return

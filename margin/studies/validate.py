@@ -17,6 +17,7 @@ labels and the judge outputs: a resumed validation writes the same record.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from margin.engine.loop import run_pools
-from margin.errors import InputError
+from margin.errors import EndpointUnreachable, InputError
 from margin.judges import agreement as ag
 from margin.judges.labels import COMPLY, LABEL_MAP, MAPPING_TEXT, LabelledCase, LabelsFile
 from margin.judges.llm import LLMJudge
@@ -193,8 +194,13 @@ def validate(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile], out_dir:
         preserved = None
     else:
         todo = pairs(cases)
-        verdicts = judge_pairs(judge, todo, out_dir, settings=settings or CallSettings(),  # type: ignore[arg-type]
-                               resume=resume, cache=cache, on_batch=on_batch)
+        try:
+            verdicts = judge_pairs(judge, todo, out_dir, settings=settings or CallSettings(),  # type: ignore[arg-type]
+                                   resume=resume, cache=cache, on_batch=on_batch)
+        except EndpointUnreachable:
+            if not resume:  # an endpoint that was never there: leave no half-made folder
+                shutil.rmtree(out_dir, ignore_errors=True)  # type: ignore[arg-type]
+            raise
         judged = [(p.original, _behaviour(v, "original"), (p, v)) for p, v in zip(todo, verdicts, strict=True)]
         preserved = [(p, v) for p, v in zip(todo, verdicts, strict=True)]
     record = score(current, judged, preserved)

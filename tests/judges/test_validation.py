@@ -171,3 +171,28 @@ def test_a_validation_cut_off_midway_resumes_to_the_same_record(tmp_path):
     assert (cut / "validation.json").read_bytes() == (tmp_path / "whole" / "validation.json").read_bytes()
     with pytest.raises(Exception, match="not empty"):
         validate(load_judge(spec), read_all(TOY), cut, settings=settings, cache=False)
+
+
+def test_an_output_missing_after_every_retry_is_counted_and_left_out_of_n(tmp_path):
+    toy = toy_module()
+    with FakeOpenAI(lambda text: toy.judge("toy-judge", text),
+                    fault=lambda text, attempt: "500" if "balloon" in text else None) as server:
+        record = validate(load_judge(judge_spec(tmp_path, server.base_url)), read_all(TOY), tmp_path / "v",
+                          settings=CallSettings(engine="local", retry_wait_s=0.01), cache=False).record
+    assert record["missing"] == 2 and record["n"] == 14  # one prompt, two sources
+    errors = [r for r in receipts(tmp_path / "v") if r["error"]]
+    assert len(errors) == 4 and all("500" in r["error"] for r in errors)  # two attempts each
+
+
+def test_an_endpoint_that_is_not_there_leaves_no_folder(tmp_path):
+    import socket
+
+    from margin.errors import EndpointUnreachable
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(EndpointUnreachable):
+        validate(load_judge(judge_spec(tmp_path, f"http://127.0.0.1:{port}/v1")), read_all(TOY), tmp_path / "v",
+                 settings=CallSettings(engine="local", retry_wait_s=0.01), cache=False)
+    assert not (tmp_path / "v").exists()
