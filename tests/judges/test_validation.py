@@ -196,3 +196,38 @@ def test_an_endpoint_that_is_not_there_leaves_no_folder(tmp_path):
         validate(load_judge(judge_spec(tmp_path, f"http://127.0.0.1:{port}/v1")), read_all(TOY), tmp_path / "v",
                  settings=CallSettings(engine="local", retry_wait_s=0.01), cache=False)
     assert not (tmp_path / "v").exists()
+
+
+@pytest.mark.slow
+def test_a_sigkilled_validation_resumes_to_the_same_record(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.support.cli import margin_env
+    from tests.support.study import toy_server
+
+    with toy_server(delay_s=0.05) as url:
+        spec = tmp_path / "judge.yaml"
+        spec.write_text(f"template: behaviour\nmodel: {{backend: openai, model: toy-judge, base_url: '{url}', "
+                        "backend_options: {max_concurrency: 1}}\n", encoding="utf-8")
+        reference = validate(load_judge(str(spec)), read_all(TOY), tmp_path / "ref",
+                             settings=CallSettings(engine="local"), cache=False)
+        out = tmp_path / "killed"
+        args = [sys.executable, "-m", "margin", "judge", "validate", "--judge", str(spec), "--labels", str(TOY[0]),
+                "--labels", str(TOY[1]), "--out", str(out), "--engine", "local", "--no-cache"]
+        proc = subprocess.Popen(args, env=margin_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not (out / "calls.jsonl").exists() or len((out / "calls.jsonl").read_text().splitlines()) < 4:
+            assert proc.poll() is None, f"it ended before the kill point: {proc.stderr.read()}"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        assert not (out / "validation.json").exists()
+        done = subprocess.run([*args, "--resume"], env=margin_env(), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    assert (out / "validation.json").read_bytes() == (tmp_path / "ref" / "validation.json").read_bytes()
+    assert json.loads((out / "validation.json").read_text()) == reference.record
