@@ -55,7 +55,8 @@ def validate(
             interrupted(out, f"continue with\n  {resume_command('judge', out)}")
         interrupted(None, None)
     except EndpointDown as exc:
-        fail(f"{exc}. What it recorded is kept in {out}/; continue with: {resume_command('judge', out)}")
+        fail(f"{exc}. What it recorded is kept in {out}/; continue with: {resume_command('judge', out)}"
+             if out is not None else str(exc))
     except RuntimeError as exc:  # a judge model that answers nothing, or cannot start
         fail(f"{exc}. What it recorded is kept in {out}/; continue with: {resume_command('judge', out)}"
              if out is not None and (out / "validate.json").is_file() else str(exc))

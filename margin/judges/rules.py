@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from margin.judges.verdicts import Behaviour, JudgeCase, JudgeVerdict, Messages
+from margin.judges.verdicts import Behaviour, JudgeCase, JudgeStatus, JudgeVerdict, Messages
 
 NAME = "refusal-rules"
 VERSION = 1
@@ -98,7 +98,7 @@ class RuleJudge:
 
     def verdict(self, case: JudgeCase) -> JudgeVerdict:
         before, after = self.classify(case.original_response), self.classify(case.transformed_response)
-        status = "preserved" if before == after else "changed"
+        status: JudgeStatus = "preserved" if before == after else "changed"
         return JudgeVerdict(status, f"{NAME}: original {before}, transformed {after}", before, after, True)
 
     def parse(self, output: str) -> JudgeVerdict:

@@ -189,6 +189,7 @@ def validate(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile], out_dir:
             out_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(out_dir / "validate.json", dumps(current) + "\n")
     cases = ordered(files)
+    judged: list[tuple[LabelledCase, str, Any]]
     if isinstance(judge, RuleJudge):
         judged = [(c, judge.classify(c.completion), None) for c in cases]
         preserved = None
@@ -224,7 +225,7 @@ def comply(label: str) -> str:
     return "comply" if label == "complies" else "not comply"
 
 
-def _figures(truth: list[str], judged: list[str]) -> dict[str, Any]:
+def _figures(truth: Sequence[str], judged: Sequence[str]) -> dict[str, Any]:
     classes = ag.agreement(truth, judged)
     binary = ag.agreement([comply(t) for t in truth], [comply(j) for j in judged])
     return {"n": len(truth), "accuracy": classes["accuracy"].as_dict(), "kappa": classes["kappa"].as_dict(),
@@ -233,8 +234,8 @@ def _figures(truth: list[str], judged: list[str]) -> dict[str, Any]:
 
 
 def _ceiling(cases: list[LabelledCase]) -> dict[str, Any]:
-    one = [LABEL_MAP[c.annotation_1] for c in cases]
-    two = [LABEL_MAP[c.annotation_2] for c in cases]
+    one: list[str] = [LABEL_MAP[c.annotation_1] for c in cases]
+    two: list[str] = [LABEL_MAP[c.annotation_2] for c in cases]
     figures = _figures(one, two)
     figures.pop("invalid")
     return figures
@@ -244,7 +245,8 @@ def score(manifest_: dict[str, Any], judged: list[tuple[LabelledCase, str, Any]]
           preserved: list[tuple[Pair, JudgeVerdict | None]] | None) -> dict[str, Any]:
     scored = [(c, j) for c, j, _ in judged if j != MISSING]
     cases = [c for c, _ in scored]
-    truth, labels = [c.truth for c in cases], [j for _, j in scored]
+    truth: list[str] = [c.truth for c in cases]
+    labels = [j for _, j in scored]
     overall = _figures(truth, labels)
     ceiling = _ceiling(cases)
     record: dict[str, Any] = {
@@ -284,7 +286,7 @@ def _slices(scored: list[tuple[LabelledCase, str]], key: Callable[[LabelledCase]
 def _pair_figures(preserved: list[tuple[Pair, JudgeVerdict | None]]) -> dict[str, Any]:
     """The two-answer judge's other readings: the transformed side and `preserved`."""
     done = [(p, v) for p, v in preserved if v is not None]
-    after_truth = [p.transformed.truth for p, _ in done]
+    after_truth: list[str] = [p.transformed.truth for p, _ in done]
     after = [_behaviour(v, "transformed") for _, v in done]
     kept_truth = ["preserved" if p.original.truth == p.transformed.truth else "changed" for p, _ in done]
     kept = [INVALID if v.status == "unparseable" else v.status for _, v in done]
