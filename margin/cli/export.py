@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -36,11 +37,22 @@ def snapshot_time(run_dir: Path) -> str:
     return f"{date}T00:00:00+00:00"
 
 
+def inspect_folder(out: Path | None) -> Path | None:
+    """The folder an inspect log goes into when --out names one (a folder, or a path with no
+    suffix) or is not given (inspect's own log folder, $INSPECT_LOG_DIR or logs/); None when
+    --out names a file."""
+    if out is None:
+        return Path(os.environ.get("INSPECT_LOG_DIR") or "logs")
+    return out if out.is_dir() or not out.suffix else None
+
+
 @app.command()
 def export(
     run_dir: Annotated[Path, typer.Argument(help="a run folder")],
     fmt: Annotated[str, typer.Option("--format", help="inspect, garak, jbb, sarif or junit")],
-    out: Annotated[Path, typer.Option("--out", help="the file to write")],
+    out: Annotated[Path | None, typer.Option("--out", help="the file to write; for inspect a folder may be named "
+                                             "(default $INSPECT_LOG_DIR, else logs/): the log gets inspect's "
+                                             "own kind of name there, which `inspect view` lists")] = None,
     dataset: Annotated[Path | None, typer.Option(help="the run's dataset file, if not where run.json says")] = None,
 ) -> None:
     """An inspect_ai eval log, garak report JSONL, JailbreakBench-style artifact, SARIF 2.1.0
@@ -56,8 +68,11 @@ def export(
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)}){did_you_mean(fmt, FORMATS)}",
                          field="--format")
-    if fmt == "inspect" and out.suffix != ".json":
-        raise InputError("inspect_ai reads a log by its extension: name the file *.json", field="--out")
+    if out is None and fmt != "inspect":
+        raise InputError(f"name the file to write (--out FILE) for --format {fmt}", field="--out")
+    folder = inspect_folder(out) if fmt == "inspect" else None
+    if folder is None and out is not None and fmt == "inspect" and out.suffix != ".json":
+        raise InputError("inspect_ai reads a log by its extension: name the file *.json, or a folder", field="--out")
     run = load_run(run_dir)
     created = snapshot_time(run_dir)
     texts = prompt_texts(run.record, dataset)
@@ -67,8 +82,15 @@ def export(
     outcomes, method = family_outcomes(run.results, observations, fams, exhaustive=exhaustive)
     entry = snapshot_entry(run.guard, run.results, run.budget, {"search": run.search, "seed": run.record.seed})
     bundle = ExportRun(run, str(run_dir), record(entry, 1), texts, fams, outcomes, method, created)
-    render = {"inspect": inspect_log.render, "garak": garak.render, "jbb": jbb.render, "sarif": sarif.render,
-              "junit": junit.render}[fmt]
-    atomic_write_text(out, render(bundle))
-    console.print(f"wrote {out} ({fmt}, {len(run.results)} prompts, {len(outcomes)} families)",
-                  markup=False, highlight=False, soft_wrap=True)
+    module = {"inspect": inspect_log, "garak": garak, "jbb": jbb, "sarif": sarif, "junit": junit}[fmt]
+    target = folder / inspect_log.file_name(bundle) if folder is not None else out
+    assert target is not None
+    text = module.render(bundle)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, text)
+    note = ""
+    if fmt == "inspect" and not inspect_log.listed(target.name):
+        note = (f"; `inspect view` lists only logs named like {inspect_log.file_name(bundle)}: "
+                f"--out {target.parent} names it so")
+    console.print(f"wrote {target} ({fmt}: {module.holds(text)}){note}", markup=False, highlight=False,
+                  soft_wrap=True)

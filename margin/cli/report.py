@@ -40,13 +40,14 @@ def report(
     analyses = analyse(observations, run.budget, exhaustive=exhaustive, families=families())
     covered = coverage(receipts) if receipts else None
     if as_json:
+        from margin.reports.metrics import outcome_counts
         from margin.reports.tables import cheapest_flips, coverage_record
         from margin.runfolder import flip_record
 
         cheapest = [{"prompt_id": r.prompt_id, "label": r.label, **(flip_record(r.flip) or {})}
                     for r in cheapest_flips(run.results, flips)]
-        document = {"guard": rec, "coverage": coverage_record(run.results, covered), "cheapest_flips": cheapest,
-                    **analyses}
+        document = {"guard": rec, "coverage": coverage_record(run.results, covered),
+                    "outcomes": outcome_counts(run.results), "cheapest_flips": cheapest, **analyses}
         sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
         return
     print_tables(run_tables(rec, run.results, covered, analyses, flips=flips))

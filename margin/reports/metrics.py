@@ -124,3 +124,24 @@ def slice_groups(results: Sequence[SearchResult]) -> dict[str, dict[str, list[Se
             for item in tag_values(value):
                 groups.setdefault(dimension, {}).setdefault(item, []).append(r)
     return {d: dict(sorted(groups[d].items())) for d in sorted(groups, key=lambda d: (d != "type", d))}
+
+
+OUTCOMES = ("wrong_on_original", "flipped", "not_flipped", "missing")
+
+
+def outcome(result: SearchResult) -> str:
+    """Which of OUTCOMES a prompt's search ended in: wrong on the original (c_i = 0, a baseline
+    error), flipped by a transformation within the budget, not flipped (c_i = B), or missing."""
+    if result.status != "scored" or result.flip_cost is None:
+        return "missing"
+    if result.flip_cost == 0:
+        return "wrong_on_original"
+    return "flipped" if result.flip is not None else "not_flipped"
+
+
+def outcome_counts(results: Sequence[SearchResult]) -> dict[str, dict[str, int]]:
+    """Per class, how many prompts ended in each of OUTCOMES."""
+    counts = {label: dict.fromkeys(OUTCOMES, 0) for label in LABELS}
+    for r in results:
+        counts[r.label][outcome(r)] += 1
+    return counts

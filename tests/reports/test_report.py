@@ -42,13 +42,23 @@ def test_report_cli_on_an_exhaustive_run(tmp_path):
     run = make_run(tmp_path / "run", ProbabilityGuard(), search="exhaustive")
     proc = margin("report", str(run))
     assert proc.returncode == 0, proc.stderr
+    proc_text = " ".join(proc.stdout.split())
     for expected in ("value [95% CI]", "slices by type", "coverage", "cheapest flips", "invariance per transform",
                      "effectiveness per family", "threshold sweep", "average precision"):
         assert expected in proc.stdout, expected
     proc = margin("report", str(run), "--json")
     payload = json.loads(proc.stdout)
-    assert set(payload) == {"guard", "coverage", "cheapest_flips", "invariance", "effectiveness", "sweep"}
+    assert set(payload) == {"guard", "coverage", "outcomes", "cheapest_flips", "invariance", "effectiveness",
+                            "sweep"}
     results = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    outcomes = payload["outcomes"]  # per class; the flips table's title counts the same
+    assert sum(sum(o.values()) for o in outcomes.values()) == len(results)
+    for label, o in outcomes.items():
+        mine = [r for r in results if r["label"] == label]
+        assert o["wrong_on_original"] == sum(1 for r in mine if r["flip_cost"] == 0)
+        assert o["flipped"] == sum(1 for r in mine if r["flip"]) and o["missing"] == 0
+    assert (f"cheapest flips ({sum(o['flipped'] for o in outcomes.values())} flipped by a transform, "
+            f"{sum(o['wrong_on_original'] for o in outcomes.values())} wrong on the original)") in proc_text
     flipped = sorted((r["flip"]["cost"], r["prompt_id"]) for r in results if r["flip"])
     assert [(f["cost"], f["prompt_id"]) for f in payload["cheapest_flips"]] == flipped[:10]  # the text report's list
     prompts = payload["coverage"]["prompts"]

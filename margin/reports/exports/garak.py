@@ -5,6 +5,7 @@ right on the original, then `completion`. The detector names how flips were coun
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from margin.reports.exports.bundle import EXHAUSTIVE, ExportRun
@@ -33,3 +34,10 @@ def lines(bundle: ExportRun) -> list[dict[str, Any]]:
 
 def render(bundle: ExportRun) -> str:
     return "".join(dumps(line) + "\n" for line in lines(bundle))
+
+
+def holds(text: str) -> str:
+    """What a rendered report holds, counted from it (for the `wrote` line)."""
+    evals = [line for line in map(json.loads, text.splitlines()) if line["entry_type"] == "eval"]
+    over = max((line["total_evaluated"] for line in evals), default=0)
+    return f"{len(evals)} eval lines, one per transform family, over the {over} prompts right on the original"

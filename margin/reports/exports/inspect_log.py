@@ -6,17 +6,51 @@ verdict on the original; its score `margin` is c_i / B (0: wrong on the original
 within the budget), with the cheapest flip in the explanation and metadata. A prompt with no
 output after retries (lost coverage) is a sample with an error and no score. The log's
 results hold the run's margins and clean accuracies as the `margin` scorer's metrics.
+
+`inspect view` (and `inspect_ai.log.list_eval_logs`) lists a `.json` log only when its name
+starts with an ISO timestamp: inspect names its own `{created}_{task}_{id}.json`, each part
+with `_`, `/`, `:` and `+` made `-`. `file_name` gives a run that name; its id is a digest of
+the run's `run.json` and `results.jsonl`, so the same run gets the same name and bytes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from typing import Any
 
 from margin.reports.bootstrap import FIGURES
 from margin.reports.exports.bundle import ExportRun
 from margin.reports.tables import figure_value
-from margin.runfolder import dumps, flip_record
+from margin.runfolder import RunDir, dumps, flip_record
 from margin.types import SearchResult
+
+TASK = "margin"
+# inspect_ai.log._file.log_file_pattern: what a .json file's name must match to be listed
+LISTED = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}[:-]\d{2}[:-]\d{2}.*\.json$")
+
+
+def log_id(run: RunDir) -> str:
+    """22 hex digits (inspect's ids are 22 characters) of the run's record and results."""
+    digest = hashlib.sha256()
+    for name in ("run.json", "results.jsonl"):
+        digest.update((run.path / name).read_bytes())
+    return digest.hexdigest()[:22]
+
+
+def name_part(text: str) -> str:
+    """One part of an inspect log name, as inspect cleans it (`_` separates the parts)."""
+    return re.sub(r"[_/:+]", "-", text)
+
+
+def file_name(bundle: ExportRun) -> str:
+    return f"{name_part(bundle.created)}_{TASK}_{log_id(bundle.run)}.json"
+
+
+def listed(name: str) -> bool:
+    """Whether `inspect view` lists a .json log of this file name."""
+    return LISTED.match(name) is not None
 
 
 def explanation(result: SearchResult, budget: float) -> str:
@@ -63,8 +97,9 @@ def eval_log(bundle: ExportRun) -> dict[str, Any]:
         "version": 2,
         "status": "success",
         "eval": {
-            "created": bundle.created, "task": "margin", "task_id": str(manifest.get("protocol", "")),
-            "task_version": 1, "task_args": {"suite": manifest["suite"].get("name"), "budget": budget,
+            "created": bundle.created, "task": TASK, "task_id": log_id(run),
+            "task_version": 1, "task_args": {"protocol": manifest.get("protocol"),
+                                             "suite": manifest["suite"].get("name"), "budget": budget,
                                              "search": run.search, "cost_norm": manifest.get("cost_norm")},
             "dataset": {"name": manifest["dataset"].get("name"), "location": manifest["dataset"].get("source"),
                         "samples": len(samples), "sample_ids": [s["id"] for s in samples]},
@@ -80,3 +115,10 @@ def eval_log(bundle: ExportRun) -> dict[str, Any]:
 
 def render(bundle: ExportRun) -> str:
     return dumps(eval_log(bundle)) + "\n"
+
+
+def holds(text: str) -> str:
+    """What a rendered log holds, counted from it (for the `wrote` line)."""
+    samples = json.loads(text)["samples"]
+    scored = sum(1 for s in samples if "scores" in s)
+    return f"{len(samples)} samples, one per prompt: {scored} scored, {len(samples) - scored} lost"

@@ -43,3 +43,10 @@ def render(bundle: ExportRun) -> str:
         root.set(key, str(sum(int(s.get(key, "0")) for s in suites)))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def holds(text: str) -> str:
+    """What a rendered report holds, counted from it (for the `wrote` line)."""
+    root = ET.fromstring(text.encode("utf-8"))
+    return (f"{len(root.findall('testsuite'))} suites, one per class; {root.get('tests')} cases, one per class and "
+            f"family: {root.get('failures')} failed, {root.get('skipped')} skipped")

@@ -5,6 +5,7 @@ points at the run's results.jsonl, at the line of the first prompt the family fl
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from margin.reports.exports.bundle import EXHAUSTIVE, ExportRun, FamilyOutcome
@@ -68,3 +69,10 @@ def log(bundle: ExportRun) -> dict[str, Any]:
 
 def render(bundle: ExportRun) -> str:
     return dumps(log(bundle)) + "\n"
+
+
+def holds(text: str) -> str:
+    """What a rendered log holds, counted from it (for the `wrote` line)."""
+    run = json.loads(text)["runs"][0]
+    return (f"{len(run['tool']['driver']['rules'])} rules, one per transform family; {len(run['results'])} results, "
+            "one per family that flips the guard")
