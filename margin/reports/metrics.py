@@ -141,7 +141,7 @@ def outcome(result: SearchResult) -> str:
 
 def outcome_counts(results: Sequence[SearchResult]) -> dict[str, dict[str, int]]:
     """Per class, how many prompts ended in each of OUTCOMES."""
-    counts = {label: dict.fromkeys(OUTCOMES, 0) for label in LABELS}
+    counts: dict[str, dict[str, int]] = {label: dict.fromkeys(OUTCOMES, 0) for label in LABELS}
     for r in results:
         counts[r.label][outcome(r)] += 1
     return counts

@@ -4,8 +4,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from margin.reports.metrics import margin_report, normalised_area, robust_accuracy_curve
-from margin.types import SearchResult
+from margin.reports.metrics import (
+    margin_report,
+    normalised_area,
+    outcome_counts,
+    robust_accuracy_curve,
+)
+from margin.types import Flip, SearchResult
 
 
 def result(pid: str, label: str, clean: str, cost: float | None, *, capped: bool = False,
@@ -70,3 +75,16 @@ def test_area_under_robust_accuracy_equals_margin(pairs):
         assert normalised_area(report.curve, label, budget) == pytest.approx(margin / 100, abs=1e-12)
         assert report.curve.ra[label][0] == pytest.approx(
             sum(1 for lab, c in pairs if lab == label and c > 0) / sum(1 for lab, _ in pairs if lab == label))
+
+
+def test_outcome_counts_tell_baseline_errors_from_flips():
+    flip = Flip("homoglyph", "1", 0, 2.0, "safe", "t")
+    results = [SearchResult("u1", "unsafe", "t", "safe", 0.0, False, None, 1),  # let through unchanged
+               SearchResult("u2", "unsafe", "t", "invalid", 0.0, False, None, 1),  # an invalid original is wrong
+               SearchResult("u3", "unsafe", "t", "unsafe", 2.0, False, flip, 4),
+               SearchResult("u4", "unsafe", "t", "unsafe", 100.0, True, None, 9),
+               SearchResult("u5", "unsafe", "t", None, None, False, None, 0, status="missing"),
+               SearchResult("s1", "safe", "t", "safe", 100.0, True, None, 9)]
+    assert outcome_counts(results) == {
+        "unsafe": {"wrong_on_original": 2, "flipped": 1, "not_flipped": 1, "missing": 1},
+        "safe": {"wrong_on_original": 0, "flipped": 0, "not_flipped": 1, "missing": 0}}
