@@ -1,5 +1,6 @@
 """A run folder on disk, written and read: `run.json`, receipts (append-only JSONL), results
-JSONL, atomic writes; and `load_run`, which reads a finished folder back.
+JSONL, written atomically and never through a link (`margin.util.safefiles`); and `load_run`,
+which reads a finished folder back.
 
 Each problem reading a folder is one InputError naming the file (and line), so `score`,
 `report`, `publish` and `integral` refuse a broken folder the same way.
@@ -7,11 +8,9 @@ Each problem reading a folder is one InputError naming the file (and line), so `
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import secrets
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -23,40 +22,7 @@ from margin.errors import InputError
 from margin.runrecord import RunRecord, record_from_json
 from margin.types import Flip, GuardCall, GuardInfo, SearchResult
 from margin.util.hashing import sha256_text
-
-
-@contextlib.contextmanager
-def atomic_file(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
-    """A temp file in `path`'s folder, fsynced and renamed over `path` when the block ends
-    (removed if it fails): readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _create_temp(path)
-    text = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
-    try:
-        with os.fdopen(fd, mode, **text) as handle:  # type: ignore[call-overload]
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _create_temp(path: Path) -> tuple[int, str]:
-    """A new file beside `path` with the mode an ordinary file gets (0666 less the umask:
-    0644 as a rule); mkstemp's 0600 would hide run folders from the other users of a machine."""
-    while True:
-        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
-        except FileExistsError:
-            continue
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    with atomic_file(path) as handle:
-        handle.write(text)
+from margin.util.safefiles import atomic_write_text, open_append
 
 
 def dumps(value: Any) -> str:
@@ -147,7 +113,7 @@ class ReceiptWriter:
         self.run_id = run_id
         self.guard_id = guard_id
         self.sync_every_s = sync_every_s
-        self._handle: IO[str] = open(path, "a", encoding="utf-8", newline="\n", buffering=1 << 20)  # noqa: SIM115 (closed by close())
+        self._handle: IO[str] = open_append(path, buffering=1 << 20)  # closed by close()
         self._head = f'{{"kind": "call", "run_id": {_json_str(run_id)}, "guard_id": {_json_str(guard_id)}, '
         self._synced = time.monotonic()
 

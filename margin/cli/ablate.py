@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -93,10 +94,11 @@ def ablate(
 def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, resume: bool = False) -> None:
     from margin.cli.run import execute_with_progress
     from margin.reports.tables import ablation_tables
-    from margin.runs.ablate import run_ablation
+    from margin.runs.ablate import check_ablation_dir, run_ablation
     from margin.runs.executing.execute import execute
     from margin.runs.executing.folder import check_out_dir, default_out_dir
     from margin.runs.recording.outputs import CoverageError, check_coverage
+    from margin.util.folderlock import hold
 
     out_dir = out or default_out_dir(name)
     if not resume:
@@ -108,14 +110,19 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, r
     def start(defence: Any, index: int, total: int) -> None:
         err.print(f"[{index + 1}/{total}] {defence.label}", highlight=False)
 
-    made = not out_dir.exists()
+    if resume and not out_dir.is_dir():
+        check_ablation_dir(prepared, out_dir)  # says there is no such folder, and makes none
     try:
-        outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, resume=resume,
-                               on_start=start)
-    except KeyboardInterrupt:
-        if kept_if_recorded(out_dir, made):
-            interrupted(out_dir, f"continue with\n  {resume_command('ablate', out_dir)}")
-        interrupted(None, None)
+        # Locked here already, so that clearing an interrupted start is this process's own
+        # (run_ablation's hold of the same folder is this one).
+        with hold(out_dir, what="ablation folder") as held:
+            try:
+                outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, resume=resume,
+                                       on_start=start)
+            except KeyboardInterrupt:
+                if kept_if_recorded(out_dir, held.made):
+                    interrupted(out_dir, f"continue with\n  {resume_command('ablate', out_dir)}")
+                interrupted(None, None)
     except EndpointDown as exc:
         fail(f"{exc}. The ablation stopped; what it recorded is kept in {out_dir}/. When the endpoint is back, "
              f"continue with: {resume_command('ablate', out_dir)}")
@@ -138,13 +145,14 @@ def kept_if_recorded(out_dir: Path, made: bool) -> bool:
     """Whether an interrupted ablation recorded anything; if not, the defence folders it began
     are removed (and `out_dir`, if it made it), so the same --out can be given again."""
     from margin.runs.executing.folder import remove_unstarted, unstarted
+    from margin.util.folderlock import entries
 
     if not out_dir.is_dir():
         return False
-    if any(not (entry.is_dir() and unstarted(entry)) for entry in out_dir.iterdir()):
+    if any(not (entry.is_dir() and unstarted(entry)) for entry in entries(out_dir)):
         return True
-    for entry in list(out_dir.iterdir()):
+    for entry in entries(out_dir):
         remove_unstarted(entry)
     if made:
-        out_dir.rmdir()
+        shutil.rmtree(out_dir)  # nothing left but this process's lock
     return False

@@ -62,7 +62,8 @@ def export(
     from margin.reports.observations import from_receipts
     from margin.reports.protocols import observes_all
     from margin.reports.snapshot import record, snapshot_entry
-    from margin.runfolder import atomic_write_text, load_run
+    from margin.runfolder import load_run
+    from margin.util.safefiles import atomic_write_text
     from margin.util.suggest import did_you_mean
 
     if fmt not in FORMATS:

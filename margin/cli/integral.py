@@ -30,7 +30,8 @@ def integral(
     console.print(integral_table(table.scores, table.datasets, table.groups, at_budget))
     if out is not None:
         from margin.reports.plots import fpr_fnr_figure, save
-        from margin.runfolder import atomic_write_text, dumps
+        from margin.runfolder import dumps
+        from margin.util.safefiles import atomic_write_text
 
         atomic_write_text(out / "integral.json", dumps(integral_record(table)) + "\n")
         files = save(fpr_fnr_figure([(s.guard_id, s.fpr_avg, s.fnr_avg) for s in table.scores]), out / "fpr_fnr")

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from margin.errors import InputError
 from margin.runfolder import read_json
+from margin.util.safefiles import check_date, check_id
 
 PROTOCOL = "margin-paired-study/1"
 METHODOLOGY = (
@@ -112,6 +113,8 @@ class _Entity(BaseModel):
     name: str | None = None
     creator: str | None = None
 
+    _id = field_validator("id")(lambda cls, value: check_id(value))
+
 
 class _Model(_Entity):
     parameters_b: float | None = None
@@ -140,6 +143,8 @@ class _Pair(BaseModel):
     guard_id: str
     model_id: str
     status: Status
+
+    _ids = field_validator("guard_id", "model_id")(lambda cls, value: check_id(value))
     qualifying_transformations: int
     transformations_tested: int
     transformations: list[_Transformation] = []
@@ -148,10 +153,13 @@ class _Pair(BaseModel):
 
 class _Meta(BaseModel):
     model_config = ConfigDict(extra="allow")
+    snapshot_date: str  # part of the snapshot's file name: exactly YYYY-MM-DD
     judge: dict[str, Any]
     thresholds: Thresholds
     guards: list[_Entity]
     models: list[_Model]
+
+    _date = field_validator("snapshot_date")(lambda cls, value: check_date(value))
 
 
 class _Pairings(BaseModel):

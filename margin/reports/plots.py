@@ -3,7 +3,8 @@ effectiveness heatmap, the pairing matrix, the capability ladder and a defence a
 
 Each `*_figure` function returns a matplotlib Figure built without pyplot (no global state,
 no display needed; a notebook shows it as it is). `save` writes it as PNG and SVG with no
-timestamp, software version or random id inside, so the same data gives the same bytes.
+timestamp, software version or random id inside, so the same data gives the same bytes, each
+atomically (`margin.util.safefiles.atomic_file`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from margin.reports.completeness import measured, shown_status
 from margin.reports.pairings import model_order
+from margin.util.safefiles import atomic_file
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -57,11 +59,14 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     """Write `stem`.png and `stem`.svg; returns both paths."""
     import matplotlib
 
-    stem.parent.mkdir(parents=True, exist_ok=True)
     png, svg = stem.parent / f"{stem.name}.png", stem.parent / f"{stem.name}.svg"
+    # Each file whole or not at all (a full disk leaves the old one, never an empty one), and
+    # a link at its name is replaced, never written through.
     with matplotlib.rc_context({"svg.hashsalt": "margin", "svg.fonttype": "path"}):
-        fig.savefig(png, metadata={"Software": None})
-        fig.savefig(svg, metadata={"Date": None, "Creator": None})
+        with atomic_file(png, "wb") as handle:
+            fig.savefig(handle, format="png", metadata={"Software": None})
+        with atomic_file(svg, "wb") as handle:
+            fig.savefig(handle, format="svg", metadata={"Date": None, "Creator": None})
     return [png, svg]
 
 

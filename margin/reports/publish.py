@@ -34,8 +34,9 @@ from margin.reports.observations import from_receipts
 from margin.reports.pairings import load_pairings, merge_pairings
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, observes_all, protocol_for
 from margin.reports.snapshot import build_snapshot, snapshot_entry
-from margin.runfolder import RunDir, atomic_write_text, dumps, load_run
+from margin.runfolder import RunDir, dumps, load_run
 from margin.util.hashing import canonical_json, sha256_text
+from margin.util.safefiles import atomic_write_text, check_date
 
 
 def _prompt_set(run: RunDir) -> str:
@@ -182,7 +183,8 @@ def write_latest(path: Path, text: str) -> None:
 
 def address(snapshot: dict[str, Any], kind: str, base_url: str | None) -> tuple[str, dict[str, Any]]:
     """(file name, snapshot with meta.snapshot_url set), the name from date and content hash."""
-    name = f"margin-{kind}-{snapshot['meta']['snapshot_date']}-{content_hash(snapshot)[:16]}.json"
+    # The date is checked again here, where it becomes a file name (the schemas check it on reading).
+    name = f"margin-{kind}-{check_date(str(snapshot['meta']['snapshot_date']))}-{content_hash(snapshot)[:16]}.json"
     url = f"{base_url.rstrip('/')}/{name}" if base_url else name
     return name, {**snapshot, "meta": {**snapshot["meta"], "snapshot_url": url}}
 

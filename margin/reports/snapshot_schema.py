@@ -24,6 +24,7 @@ from pydantic import (
 from margin.errors import InputError
 from margin.reports.completeness import describe, is_complete, meets
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, STANDARD_PROTOCOL, protocol_for
+from margin.util.safefiles import check_date, check_id
 
 #: A number as it was given: an int stays an int (a budget of 100 is written `100`, never `100.0`).
 Number = int | float
@@ -101,6 +102,11 @@ class Identified(Open):
     id: str
     rank: int | None  # None: not ranked (coverage below the snapshot's min_coverage)
 
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        return check_id(value)
+
 
 class Record(Headline, Identified):  # fields: id and rank first, then the headline, then these
     evaluation: Evaluation
@@ -140,6 +146,12 @@ class Meta(Open):
     confidence_intervals: dict[str, Any] = {}
     provenance: Provenance
     min_coverage: Number | None = None  # absent before coverage was checked
+
+    @field_validator("snapshot_date", mode="before")
+    @classmethod
+    def _date(cls, value: Any) -> Any:
+        # Part of the snapshot's file name: exactly YYYY-MM-DD, never a path or a timestamp.
+        return value if isinstance(value, dt.date) else check_date(value)
 
     @field_validator("min_coverage")
     @classmethod

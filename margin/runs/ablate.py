@@ -25,7 +25,7 @@ from margin.reports.ablation import BASELINE, DefenceRun, ablation_record
 from margin.reports.effectiveness import effectiveness
 from margin.reports.observations import from_receipts, key_of
 from margin.reports.plots import ablation_figure, heatmap_figure, save
-from margin.runfolder import atomic_write_text, dumps, read_jsonl
+from margin.runfolder import dumps, read_jsonl
 from margin.runs.executing.execute import execute
 from margin.runs.executing.folder import check_out_dir, check_run_dir
 from margin.runs.executing.guard_pool import is_remote
@@ -34,7 +34,9 @@ from margin.runs.preparing.prepare import PreparedRun, check_call_timeout, prepa
 from margin.runs.recording.outputs import RunOutcome, provenance
 from margin.search.candidates import original_candidate
 from margin.search.make import strategy
+from margin.util.folderlock import entries, hold
 from margin.util.provenance import git_commit, margin_version
+from margin.util.safefiles import atomic_write_text, safe_name
 
 DEFAULT_DEFENCES = "none,nfkc,strip-format,skeleton,strip-marks,decode,all"
 #: What an ablation writes besides its defences' run folders (at the end, so after any resume).
@@ -126,7 +128,7 @@ def check_ablation_dir(prepared: list[tuple[Defence, PreparedRun]], out_dir: Pat
         raise InputError("not an ablation folder but one run's (resume that with margin run --resume)",
                          path=out_dir, field="--resume")
     labels = {defence.label for defence, _ in prepared}
-    for entry in sorted(out_dir.iterdir()):
+    for entry in sorted(entries(out_dir)):
         if entry.name in END_FILES or any(entry.name.startswith(f".{name}.") for name in END_FILES):
             continue
         if entry.name not in labels and entry.is_dir() and (entry / "run.json").is_file():
@@ -143,17 +145,25 @@ def check_ablation_dir(prepared: list[tuple[Defence, PreparedRun]], out_dir: Pat
 def run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
                  families: Mapping[str, str], execute_one: Execute | None = None, resume: bool = False,
                  on_start: Callable[[Defence, int, int], None] = lambda *_: None) -> AblationOutcome:
-    """`resume`: continue a killed ablation in `out_dir` (every defence's run resumed or started)."""
-    if resume:
-        check_ablation_dir(prepared, out_dir)
-    else:
-        check_out_dir(out_dir)
+    """`resume`: continue a killed ablation in `out_dir` (every defence's run resumed or started).
+    The folder is locked throughout (`margin.util.folderlock`): a second writer is refused."""
+    check = (lambda: check_ablation_dir(prepared, out_dir)) if resume else (lambda: check_out_dir(out_dir))
+    check()  # a wrong folder fails at once, and no folder is made for it
+    with hold(out_dir, what="ablation folder"):
+        check()  # again, now that no one else writes it
+        return _run_ablation(prepared, out_dir, families=families, execute_one=execute_one, resume=resume,
+                             on_start=on_start)
+
+
+def _run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *, families: Mapping[str, str],
+                  execute_one: Execute | None, resume: bool, on_start: Callable[[Defence, int, int], None]
+                  ) -> AblationOutcome:
     run_one: Execute = execute_one or (lambda p, d, again: execute(p, d, resume=again))
     runs: list[DefenceRun] = []
     outcomes: list[RunOutcome] = []
     for index, (defence, run) in enumerate(prepared):
         on_start(defence, index, len(prepared))
-        folder = out_dir / defence.label
+        folder = out_dir / safe_name(defence.label)  # a defence's canonical name, checked as any path part
         outcome = run_one(run, folder, resume and folder.is_dir())
         receipts = list(read_jsonl(folder / "receipts.jsonl"))
         exhaustive = run.strategy.observes_all

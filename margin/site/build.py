@@ -26,6 +26,7 @@ from margin.errors import InputError
 from margin.runfolder import dumps
 from margin.site.inputs import SiteInputs, Snapshot, load_publish_dir
 from margin.site.pages import API, Pages
+from margin.util.safefiles import inside
 
 MARKER = ".margin-site"  # a folder holding it was built here and may be replaced by the next build
 ASSETS = ("site.css", "site.js")
@@ -92,7 +93,10 @@ def write_site(out: Path, files: dict[str, str]) -> None:
     old = None
     try:
         for rel, text in files.items():
-            path = tmp / rel
+            try:
+                path = inside(tmp, rel)  # every name was checked on reading; this is the last line of defence
+            except ValueError as exc:
+                raise InputError(f"refusing to write {rel!r}: {exc}", path=out) from None
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(text.encode("utf-8"))
         for folder, _, _ in os.walk(tmp):

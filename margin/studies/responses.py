@@ -25,6 +25,7 @@ from margin.studies.calls import StudyCalls, StudyReplay, load_replay
 from margin.studies.model_pools import model_limits, model_pool
 from margin.studies.models import Reply
 from margin.studies.plan import StudyPlan
+from margin.util.safefiles import open_append
 
 #: (model id, prompt id, transformation name or None for the original) -> response, None when missing
 Responses = dict[tuple[str, str, str | None], Reply | None]
@@ -49,7 +50,7 @@ class ResponseOutcome:
 class _Receipts:
     def __init__(self, path: Path, run_id: str) -> None:
         self.run_id = run_id
-        self.handle: IO[str] = open(path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115 (closed by close())
+        self.handle: IO[str] = open_append(path)  # closed by close()
 
     def write(self, record: dict[str, Any]) -> None:
         self.handle.write(dumps({"run_id": self.run_id, **record}) + "\n")

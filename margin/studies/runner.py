@@ -23,7 +23,7 @@ from margin.errors import EndpointUnreachable, InputError
 from margin.judges.rules import RuleJudge
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
-from margin.runfolder import atomic_write_text, dumps, read_jsonl
+from margin.runfolder import dumps, read_jsonl
 from margin.runs.executing.guard_pool import is_remote
 from margin.runs.executing.session import CallSettings
 from margin.studies.coverage import guard_error, pair_coverages
@@ -32,7 +32,9 @@ from margin.studies.plan import StudyPlan, Transformation
 from margin.studies.rates import Row, outcome
 from margin.studies.responses import OnBatch, ResponseOutcome, collect
 from margin.studies.verdicts import GuardStats, Verdicts, guard_verdicts
+from margin.util.folderlock import entries, hold
 from margin.util.hashing import canonical_json
+from margin.util.safefiles import atomic_write_text, slug
 
 Engine = Literal["ray", "local"]
 PRESERVATION_UNITS = "every prompt of the subset with both responses and a judge output"
@@ -75,7 +77,7 @@ def default_out_dir(plan: StudyPlan) -> Path:
 def check_out_dir(plan: StudyPlan, out_dir: Path, resume: bool) -> None:
     """Refuse a used folder, or a --resume folder of another study, before anything starts."""
     if not resume:
-        if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        if out_dir.exists() and (not out_dir.is_dir() or entries(out_dir)):
             raise InputError("output folder exists and is not empty; choose another --out (or add --resume)",
                              path=out_dir, field="--out")
         return
@@ -124,14 +126,23 @@ def check_call_timeout(plan: StudyPlan, settings: CallSettings) -> None:
 
 
 def guard_folder(out_dir: Path, index: int, guard_id: str) -> Path:
-    safe = "".join(ch if ch.isalnum() or ch in "-_.~+" else "-" for ch in guard_id)
-    return out_dir / "guards" / f"{index:02d}-{safe}"
+    return out_dir / "guards" / f"{index:02d}-{slug(guard_id)}"
 
 
 def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: Engine = ENGINE.default,
               ray_address: str | None = None, cache: bool = True, on_stage: Callable[[str], None] = lambda _: None,
               on_batch: OnBatch = lambda *_: None) -> StudyOutcome:
-    check_out_dir(plan, out_dir, resume)
+    """The study in `out_dir`, its folder locked throughout (`margin.util.folderlock`): a
+    second study or `--resume` of the same folder is refused while this one writes it."""
+    check_out_dir(plan, out_dir, resume)  # a wrong folder fails at once, and no folder is made for it
+    with hold(out_dir, what="study folder") as held:
+        check_out_dir(plan, out_dir, resume)  # again, now that no one else writes it
+        return _run_study(plan, out_dir, made=held.made, resume=resume, engine=engine, ray_address=ray_address,
+                          cache=cache, on_stage=on_stage, on_batch=on_batch)
+
+
+def _run_study(plan: StudyPlan, out_dir: Path, *, made: bool, resume: bool, engine: Engine, ray_address: str | None,
+               cache: bool, on_stage: Callable[[str], None], on_batch: OnBatch) -> StudyOutcome:
     settings = call_settings(plan, engine, ray_address)
     check_call_timeout(plan, settings)
     started_ray = False
@@ -163,7 +174,7 @@ def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: E
                                f"{plan.source.path} --out {out_dir} --resume") from None
     except EndpointUnreachable:
         if not resume:  # an endpoint that was never there: leave no half-made study folder
-            shutil.rmtree(out_dir, ignore_errors=True)
+            _remove_start(out_dir, made)
         raise
     finally:
         disconnect(started_ray)
@@ -177,6 +188,19 @@ def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: E
         "judge outputs": (sum(j is None for j in calls.judgements.values()), len(calls.judgements)),
     }
     return outcome_
+
+
+def _remove_start(out_dir: Path, made: bool) -> None:
+    """Remove what a new study wrote before it failed: the folder was empty when it started
+    and locked since, so all it holds is this study's (the folder too, if it made it)."""
+    if made:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return
+    for entry in entries(out_dir):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def rows_for(plan: StudyPlan, model_id: str, t: Transformation, verdicts: Verdicts,

@@ -9,7 +9,7 @@ import stat
 import pytest
 
 import margin
-from margin.runfolder import atomic_write_text
+from margin.util.safefiles import atomic_write_text
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from margin.runs.preparing.shards import select_shard
 from margin.runs.recording.merge import join_receipts, join_results
 from margin.runs.recording.outputs import RunOutcome, finish
 from margin.types import SearchResult
+from margin.util.folderlock import hold
 
 #: How often the driver's progress is asked for, seconds.
 POLL_S = 0.5
@@ -101,19 +102,28 @@ def execute_drivers(prepared: PreparedRun, out_dir: Path, *, resume: bool = Fals
     """Run `prepared` on `config.drivers` driver actors and join their results in `out_dir`
     (the layout of a one-driver run, plus drivers/). `on_progress(prompts done, guard calls)`
     is called as they go; `on_result` gets every result once all are joined."""
-    import ray
-
-    config = prepared.config
-    n = config.drivers
     if prepared.guard is not None:
         raise InputError("several drivers build the guard from its spec; pass a guard name or file, not an instance",
                          field="--drivers")
     assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"
-    resume = check_run_dir(prepared, out_dir, resume)  # False: nothing recorded yet, start afresh
+    check_run_dir(prepared, out_dir, resume)  # a wrong folder fails at once
+    with hold(out_dir, what="run folder") as held:
+        return _execute_drivers(prepared, out_dir, resume=check_run_dir(prepared, out_dir, resume), made=held.made,
+                                on_result=on_result, on_batch=on_batch, on_progress=on_progress)
+
+
+def _execute_drivers(prepared: PreparedRun, out_dir: Path, *, resume: bool, made: bool,
+                     on_result: Callable[[SearchResult], None], on_batch: Callable[[int, int, float], None],
+                     on_progress: Callable[[int, int], None]) -> RunOutcome:
+    """`execute_drivers` with the folder locked and checked (`resume`: False when nothing was
+    recorded yet, so it starts afresh; `made`: this process made the folder)."""
+    import ray
+
+    config = prepared.config
+    n = config.drivers
     folders = driver_dirs(out_dir, n)
     if resume:
         _check_same_drivers(out_dir, folders)
-    made = not out_dir.exists()
     started = connect(config.ray_address)
     figures = EngineFigures(engine="ray")
     began = time.perf_counter()

@@ -6,6 +6,10 @@ A folder whose run recorded nothing yet (killed or failed before its first recei
 run.json, an empty receipts file, a temp file of an interrupted atomic write at most) holds
 nothing a rerun would lose, so a plain rerun with the same --out or a --resume starts it
 afresh; a run that fails before its first result removes such a folder it made itself.
+
+Every step runs under the folder's lock (`margin.util.folderlock`): a second run or `--resume`
+of a folder that a live process writes is refused, so what is cleared here is only ever
+what a process that is no longer running left, or this process's own start.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from margin.runfolder import read_run_record, write_run_record
 from margin.runs.executing.driver import Replay
 from margin.runs.executing.resume import check_same_run, cut_torn_tail, load_replay
 from margin.runs.preparing.prepare import PreparedRun
+from margin.util.folderlock import entries
+from margin.util.safefiles import refuse_link, slug
 
 #: What a run writes before its first receipt line; `drivers/` holds one such folder per driver.
 START_FILES = ("run.json", "receipts.jsonl")
@@ -26,18 +32,20 @@ START_FILES = ("run.json", "receipts.jsonl")
 
 def default_out_dir(guard_id: str) -> Path:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in guard_id)
-    return Path("runs") / f"{safe}-{stamp}"
+    return Path("runs") / f"{slug(guard_id)}-{stamp}"
 
 
 def unstarted(folder: Path) -> bool:
-    """Whether a folder holds nothing but what a run writes before recording anything."""
-    if not folder.is_dir():
+    """Whether a folder holds nothing but what a run writes before recording anything (and
+    the lock of the process writing it)."""
+    if not folder.is_dir() or folder.is_symlink():
         return False
-    for entry in folder.iterdir():
+    for entry in entries(folder):
         if entry.name == "drivers" and entry.is_dir():
             if not all(unstarted(part) for part in entry.iterdir()):
                 return False
+        elif entry.is_symlink():
+            return False
         elif entry.name == "receipts.jsonl" and entry.is_file():
             if b"\n" in entry.read_bytes():  # a complete line: something was recorded
                 return False
@@ -51,7 +59,7 @@ def _temp_of_start_file(name: str) -> bool:
 
 
 def check_out_dir(out_dir: Path) -> None:
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())) and not unstarted(out_dir):
+    if out_dir.exists() and (not out_dir.is_dir() or entries(out_dir)) and not unstarted(out_dir):
         raise InputError("output folder exists and is not empty; choose another --out (or --resume it)",
                          path=out_dir)
 
@@ -63,10 +71,11 @@ def claim_out_dir(out_dir: Path) -> None:
 
 
 def clear_unstarted(out_dir: Path) -> None:
-    """Empty a folder that `unstarted` accepts (a killed or failed start), keeping the folder."""
+    """Empty a folder that `unstarted` accepts (a killed or failed start), keeping the folder
+    and its lock, which this process holds."""
     if not unstarted(out_dir):
         return
-    for entry in out_dir.iterdir():
+    for entry in entries(out_dir):
         if entry.is_dir():
             shutil.rmtree(entry)
         else:
@@ -83,13 +92,16 @@ def check_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> bool:
     """Refuse a used --out, or a --resume folder of another run, before anything starts.
     Returns whether there is a run to resume: False for a new run, and for a --resume
     folder whose run recorded nothing (killed before writing run.json, say), which starts
-    afresh. Asked once per run; `open_run_dir` acts on its answer."""
+    afresh. Asked before the folder's lock is taken (to fail fast) and again under it;
+    `open_run_dir` acts on its answer."""
     if not resume:
         check_out_dir(out_dir)
         return False
     if not out_dir.is_dir():
         raise InputError("no such run folder (a run stopped before it recorded anything leaves none: "
                          "start it again with --out)", path=out_dir, field="--resume")
+    for name in START_FILES:  # a resumed run reads, cuts and appends to them: never through a link
+        refuse_link(out_dir / name)
     if unstarted(out_dir) and not (out_dir / "run.json").is_file():
         return False
     check_same_run(out_dir, read_run_record(out_dir), prepared.record)

@@ -21,6 +21,7 @@ from margin.runfolder import read_jsonl
 from margin.runrecord import RunRecord, flags_of
 from margin.runs.executing.driver import Replay
 from margin.types import Verdict
+from margin.util.safefiles import open_nofollow, refuse_link
 
 
 def check_same_run(run_dir: Path, saved: RunRecord, current: RunRecord) -> None:
@@ -34,10 +35,12 @@ def check_same_run(run_dir: Path, saved: RunRecord, current: RunRecord) -> None:
 
 
 def cut_torn_tail(path: Path) -> None:
-    """Drop a partial last line (no newline yet) so appended lines start on their own line."""
+    """Drop a partial last line (no newline yet) so appended lines start on their own line.
+    A link at `path` is refused (InputError), its target never cut."""
+    refuse_link(path)
     if not path.exists():
         return
-    with open(path, "rb+") as handle:
+    with os.fdopen(open_nofollow(path, os.O_RDWR), "rb+") as handle:
         data = handle.read()
         end = data.rfind(b"\n") + 1
         if end != len(data):

@@ -14,6 +14,7 @@ from margin.runs.executing.session import EngineFigures, GuardSession
 from margin.runs.executing.verdict_cache import default_cache_path
 from margin.runs.preparing.prepare import PreparedRun
 from margin.types import GuardCall, SearchResult
+from margin.util.folderlock import hold
 
 
 @dataclass
@@ -40,24 +41,25 @@ def search(
     """The search part of a run: the run folder claimed (or resumed), receipts written, every
     prompt searched; results, snapshot and curves not yet written. `pool`: guard actors made
     elsewhere (`margin.runs.executing.drivers`); `run_id`: the receipts' (default: a new one, or the
-    killed run's)."""
+    killed run's). The folder's lock is held throughout (`margin.util.folderlock`)."""
     config = prepared.config
     assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"
     info = prepared.info
-    resuming = check_run_dir(prepared, out_dir, resume)  # before anything starts: a wrong folder fails fast
-    made = not out_dir.exists()
-    session = GuardSession(prepared.spec, info, config.call_settings(), guard=prepared.guard, pool=pool,
-                           on_batch=on_batch)
-    try:
-        with session:
-            # Only now, with the guard running, is anything written.
-            replay = open_run_dir(prepared, out_dir, resuming)
-            driver = session.search_recorded(
-                prepared.searches(), out_dir / "receipts.jsonl", replay.run_id or run_id or secrets.token_hex(8),
-                cache_path=(config.cache_path or default_cache_path()) if config.cache else None, replay=replay,
-                total=len(prepared.prompts), on_call=on_call, on_result=on_result)
-    except BaseException:
-        if made:  # failed (or interrupted) before recording anything: no folder left behind
-            remove_unstarted(out_dir)
-        raise
+    check_run_dir(prepared, out_dir, resume)  # before anything starts: a wrong folder fails fast
+    with hold(out_dir, what="run folder") as held:
+        try:
+            resuming = check_run_dir(prepared, out_dir, resume)  # again, now that no one else writes it
+            session = GuardSession(prepared.spec, info, config.call_settings(), guard=prepared.guard, pool=pool,
+                                   on_batch=on_batch)
+            with session:
+                # Only now, with the guard running, is anything written.
+                replay = open_run_dir(prepared, out_dir, resuming)
+                driver = session.search_recorded(
+                    prepared.searches(), out_dir / "receipts.jsonl", replay.run_id or run_id or secrets.token_hex(8),
+                    cache_path=(config.cache_path or default_cache_path()) if config.cache else None, replay=replay,
+                    total=len(prepared.prompts), on_call=on_call, on_result=on_result)
+        except BaseException:
+            if held.made:  # failed (or interrupted) before recording anything: no folder left behind
+                remove_unstarted(out_dir)
+            raise
     return Searched(driver.ordered_results(), driver.sent, driver.stats.cache_hits, session.figures)

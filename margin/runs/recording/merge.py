@@ -18,7 +18,6 @@ from typing import IO, Any
 from margin.datasets import load_dataset
 from margin.errors import InputError
 from margin.runfolder import (
-    atomic_file,
     read_jsonl,
     read_run_record,
     result_from_record,
@@ -29,6 +28,7 @@ from margin.runs.executing.folder import claim_out_dir
 from margin.runs.preparing.subset import limit_prompts
 from margin.runs.recording.outputs import write_outputs
 from margin.types import MarginReport, Prompt, SearchResult
+from margin.util.safefiles import atomic_file
 
 
 @dataclass

@@ -12,11 +12,12 @@ from margin.reports.completeness import missing_reason
 from margin.reports.plots import CurveSeries, curves_figure, save
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, protocol_for, protocol_of
 from margin.reports.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
-from margin.runfolder import atomic_write_text, dumps, read_jsonl, write_results
+from margin.runfolder import dumps, read_jsonl, write_results
 from margin.runrecord import RunRecord
 from margin.runs.executing.session import EngineFigures
 from margin.runs.preparing.prepare import PreparedRun
 from margin.types import MarginReport, SearchResult
+from margin.util.safefiles import atomic_write_text
 
 
 @dataclass

@@ -17,7 +17,6 @@ from margin.errors import InputError
 from margin.reports.observations import PromptObservations, Variant
 from margin.reports.snapshot import SnapshotEntry
 from margin.runfolder import (
-    atomic_write_text,
     dumps,
     read_results,
     read_run_record,
@@ -47,6 +46,7 @@ from margin.runs.recording.recorded import (
 from margin.search.incumbents import load_incumbents
 from margin.search.make import STRATEGIES, STRATEGY_TABLE
 from margin.types import Candidate, Flip, GuardInfo, Prompt, SearchResult
+from margin.util.safefiles import atomic_write_text
 
 
 @dataclass(frozen=True)
