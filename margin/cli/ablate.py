@@ -101,8 +101,6 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, r
     from margin.util.folderlock import hold
 
     out_dir = out or default_out_dir(name)
-    if not resume:
-        check_out_dir(out_dir)
 
     def one(run: Any, folder: Any, again: bool) -> Any:
         return execute_with_progress(run, folder, again, execute)
@@ -110,8 +108,11 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, r
     def start(defence: Any, index: int, total: int) -> None:
         err.print(f"[{index + 1}/{total}] {defence.label}", highlight=False)
 
-    if resume and not out_dir.is_dir():
-        check_ablation_dir(prepared, out_dir)  # says there is no such folder, and makes none
+    if not out_dir.is_dir():  # a --resume of no folder fails here, and no folder is made for it
+        if resume:
+            check_ablation_dir(prepared, out_dir)
+        else:
+            check_out_dir(out_dir)
     try:
         # Locked here already, so that clearing an interrupted start is this process's own
         # (run_ablation's hold of the same folder is this one).

@@ -43,7 +43,8 @@ def study(
     )
 
     out_dir = out or default_out_dir(plan)
-    check_out_dir(plan, out_dir, resume)
+    if not out_dir.is_dir():  # a folder that exists is checked under its lock, by run_study
+        check_out_dir(plan, out_dir, resume)
     try:
         with err.status("starting") as status:
             stage_now = ["starting"]

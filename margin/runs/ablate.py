@@ -148,7 +148,8 @@ def run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
     """`resume`: continue a killed ablation in `out_dir` (every defence's run resumed or started).
     The folder is locked throughout (`margin.util.folderlock`): a second writer is refused."""
     check = (lambda: check_ablation_dir(prepared, out_dir)) if resume else (lambda: check_out_dir(out_dir))
-    check()  # a wrong folder fails at once, and no folder is made for it
+    if not out_dir.is_dir():  # a --resume of no folder fails here, and no folder is made for it
+        check()
     with hold(out_dir, what="ablation folder"):
         check()  # again, now that no one else writes it
         return _run_ablation(prepared, out_dir, families=families, execute_one=execute_one, resume=resume,

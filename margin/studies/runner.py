@@ -134,7 +134,8 @@ def run_study(plan: StudyPlan, out_dir: Path, *, resume: bool = False, engine: E
               on_batch: OnBatch = lambda *_: None) -> StudyOutcome:
     """The study in `out_dir`, its folder locked throughout (`margin.util.folderlock`): a
     second study or `--resume` of the same folder is refused while this one writes it."""
-    check_out_dir(plan, out_dir, resume)  # a wrong folder fails at once, and no folder is made for it
+    if not out_dir.is_dir():  # a --resume of no folder fails here, and no folder is made for it
+        check_out_dir(plan, out_dir, resume)
     with hold(out_dir, what="study folder") as held:
         check_out_dir(plan, out_dir, resume)  # again, now that no one else writes it
         return _run_study(plan, out_dir, made=held.made, resume=resume, engine=engine, ray_address=ray_address,

@@ -56,3 +56,31 @@ def test_every_plot_kind_draws_what_it_is_given():
     assert labels == ["0/1", "1/1", "1/2"]  # qualifying / tested per tested pair
     ladder = capability_ladder_figure(pairings_fixture(), guard_id="kw")
     assert ladder.axes[0].get_xscale() == "log" and len(ladder.axes[0].collections) == 2
+
+
+def test_a_linked_plot_is_replaced_not_written_through(tmp_path):
+    outside = tmp_path / "outside.svg"
+    outside.write_text("precious\n")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "curves.svg").symlink_to(outside)
+    save(curves_figure([series("a")]), folder / "curves")
+    assert outside.read_text() == "precious\n"
+    assert not (folder / "curves.svg").is_symlink() and (folder / "curves.svg").read_bytes().startswith(b"<?xml")
+
+
+def test_a_plot_that_fails_to_write_leaves_no_empty_or_partial_file(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    written = Figure.savefig
+
+    def full_disk(self, target, **kwargs):
+        if kwargs.get("format") == "svg":
+            target.write(b"<?xml")  # a part, then the disk is full
+            raise OSError(28, "No space left on device")
+        return written(self, target, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        save(curves_figure([series("a")]), tmp_path / "curves")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curves.png"]  # whole, and no svg at all

@@ -366,3 +366,48 @@ def test_the_leaderboard_labels_exactly_the_headline_figures():
 
     assert tuple(FIGURE_LABELS) == HEADLINE_FIGURES
     assert [c.key for c in COLUMNS[2:]] == list(HEADLINE_FIGURES)
+
+
+TRAVERSAL = "2026-12-04/../../../../ESCAPED"
+
+
+@pytest.mark.parametrize("kind", ["pairings", "guardrails"])
+def test_a_traversal_date_in_a_snapshot_is_refused_and_nothing_written_outside(pub, tmp_path, kind):
+    """A latest copy (pairings.json, guardrails.json) names no date in its file name, so its
+    meta.snapshot_date alone would make the immutable file's name (issue 34)."""
+    spoiled = copy_of(pub, tmp_path / "deep" / "er")
+    path = spoiled / f"{kind}.json"
+    body = json.loads(path.read_text())
+    body["meta"]["snapshot_date"] = TRAVERSAL
+    path.write_text(json.dumps(body))
+    out = tmp_path / "deep" / "er" / "site"
+    proc = margin("site", str(spoiled), "--out", str(out))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{path} [meta.snapshot_date]" in proc.stderr and "YYYY-MM-DD" in proc.stderr
+    assert not out.exists() and not [p for p in tmp_path.rglob("*ESCAPED*")]
+
+
+@pytest.mark.parametrize(("where", "value"), [
+    (lambda body: body["data"][0], "../../x"),
+    (lambda body: body["meta"]["guards"][0], ".."),
+])
+def test_an_id_that_could_be_a_path_is_refused(pub, tmp_path, where, value):
+    spoiled = copy_of(pub, tmp_path)
+    path = spoiled / "pairings.json"
+    body = json.loads(path.read_text())
+    record = where(body)
+    record["guard_id" if "guard_id" in record else "id"] = value
+    path.write_text(json.dumps(body))
+    with pytest.raises(InputError, match="is no id") as error:
+        build_site(spoiled, tmp_path / "out")
+    assert str(path) in str(error.value)
+
+
+def test_a_traversal_guard_id_in_a_leaderboard_snapshot_is_refused(pub, tmp_path):
+    spoiled = copy_of(pub, tmp_path)
+    path = spoiled / "guardrails.json"
+    body = json.loads(path.read_text())
+    body["data"][0]["id"] = "../../index"
+    path.write_text(json.dumps(body))
+    with pytest.raises(InputError, match=r"\[data\.0\.id\].*is no id"):
+        build_site(spoiled, tmp_path / "out")

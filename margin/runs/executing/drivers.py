@@ -106,7 +106,8 @@ def execute_drivers(prepared: PreparedRun, out_dir: Path, *, resume: bool = Fals
         raise InputError("several drivers build the guard from its spec; pass a guard name or file, not an instance",
                          field="--drivers")
     assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"
-    check_run_dir(prepared, out_dir, resume)  # a wrong folder fails at once
+    if not out_dir.is_dir():  # a --resume of no folder fails here, and no folder is made for it
+        check_run_dir(prepared, out_dir, resume)
     with hold(out_dir, what="run folder") as held:
         return _execute_drivers(prepared, out_dir, resume=check_run_dir(prepared, out_dir, resume), made=held.made,
                                 on_result=on_result, on_batch=on_batch, on_progress=on_progress)

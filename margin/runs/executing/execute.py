@@ -27,7 +27,8 @@ def execute(
     """`on_progress(prompts done, guard calls)`: with several drivers, as they go (their
     results reach `on_result` only once all are joined). The run folder is locked from its
     check to its last output: a second writer is refused (`margin.util.folderlock`)."""
-    check_run_dir(prepared, out_dir, resume)  # a wrong folder fails at once, and no folder is made for it
+    if not out_dir.is_dir():  # a --resume of no folder fails here, and no folder is made for it
+        check_run_dir(prepared, out_dir, resume)
     with hold(out_dir, what="run folder"):
         if prepared.config.drivers > 1:
             from margin.runs.executing.drivers import execute_drivers

@@ -92,7 +92,7 @@ def check_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> bool:
     """Refuse a used --out, or a --resume folder of another run, before anything starts.
     Returns whether there is a run to resume: False for a new run, and for a --resume
     folder whose run recorded nothing (killed before writing run.json, say), which starts
-    afresh. Asked before the folder's lock is taken (to fail fast) and again under it;
+    afresh. Asked under the folder's lock (and before it, for a folder that does not exist);
     `open_run_dir` acts on its answer."""
     if not resume:
         check_out_dir(out_dir)

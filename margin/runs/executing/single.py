@@ -45,7 +45,8 @@ def search(
     config = prepared.config
     assert prepared.spec is not None and prepared.info is not None, "execute() needs prepare()"
     info = prepared.info
-    check_run_dir(prepared, out_dir, resume)  # before anything starts: a wrong folder fails fast
+    if not out_dir.is_dir():  # a --resume of no folder fails here, and no folder is made for it
+        check_run_dir(prepared, out_dir, resume)
     with hold(out_dir, what="run folder") as held:
         try:
             resuming = check_run_dir(prepared, out_dir, resume)  # again, now that no one else writes it
