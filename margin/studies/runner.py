@@ -34,7 +34,7 @@ from margin.studies.responses import OnBatch, ResponseOutcome, collect
 from margin.studies.verdicts import GuardStats, Verdicts, guard_verdicts
 from margin.util.folderlock import entries, hold
 from margin.util.hashing import canonical_json
-from margin.util.safefiles import atomic_write_text, slug
+from margin.util.safefiles import atomic_write_bytes, atomic_write_text, slug
 
 Engine = Literal["ray", "local"]
 PRESERVATION_UNITS = "every prompt of the subset with both responses and a judge output"
@@ -155,7 +155,7 @@ def _run_study(plan: StudyPlan, out_dir: Path, *, made: bool, resume: bool, engi
         if not resume:
             out_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(out_dir / "study.json", dumps(plan.manifest()) + "\n")
-            shutil.copyfile(plan.source.path, out_dir / "config.yaml")
+            atomic_write_bytes(out_dir / "config.yaml", plan.source.path.read_bytes())
         for index, guard in enumerate(plan.guards):
             on_stage(f"guard {guard.id}")
 

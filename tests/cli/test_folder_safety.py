@@ -58,3 +58,24 @@ def test_a_linked_receipts_file_is_refused_on_resume_and_its_target_untouched(tm
     (line,) = few_lines(proc, 1)
     assert f"{out / 'receipts.jsonl'}: is a symbolic link" in line
     assert outside.read_bytes() == before
+
+
+def test_a_study_or_ablation_on_a_folder_being_written_is_refused(tmp_path):
+    from tests.support.study import study_config, write_config
+
+    config = write_config(tmp_path, study_config("http://127.0.0.1:9/v1"))
+    commands = {
+        "study": ["study", str(config), "--engine", "local", "--no-cache"],
+        "ablation": ["ablate", "--guard", "keyword", "--suite", "quick", "--limit", "4", "--engine", "local"],
+    }
+    for what, command in commands.items():
+        out = tmp_path / what
+        with hold(out, what=f"{what} folder"):
+            (out / "notes.txt").write_text("the first one's\n")
+            for resume in ([], ["--resume"]):
+                proc = margin(*command, "--out", str(out), *resume)
+                assert proc.returncode == 2, proc.stderr
+                (line,) = few_lines(proc, 1)
+                assert f"another margin process writes this {what} folder" in line, line
+                assert f"pid {os.getpid()} on {socket.gethostname()}" in line
+            assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME, "notes.txt"]
