@@ -33,7 +33,7 @@ from margin.judges.llm import LLMJudge
 from margin.judges.rules import NAME as RULES
 from margin.judges.rules import RuleJudge
 from margin.judges.verdicts import JudgeCase, JudgeVerdict
-from margin.runfolder import atomic_write_text, dumps, read_jsonl
+from margin.runfolder import dumps, read_jsonl
 from margin.runs.executing.session import CallSettings
 from margin.studies.cache import ReplyCache, default_cache_path
 from margin.studies.calls import StudyCalls
@@ -42,7 +42,9 @@ from margin.studies.model_pools import model_limits, model_pool
 from margin.studies.models import Reply
 from margin.studies.plan import JudgePlan, _judge
 from margin.studies.responses import _open_receipts
+from margin.util.folderlock import entries, hold
 from margin.util.hashing import canonical_json, sha256_bytes, sha256_text
+from margin.util.safefiles import atomic_write_text
 from margin.util.yamlfile import parse_yaml
 
 PROTOCOL = "margin-judge-validation/1"
@@ -128,7 +130,7 @@ def manifest(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile]) -> dict[
 def check_out(out_dir: Path, current: dict[str, Any], resume: bool) -> None:
     saved_path = out_dir / "validate.json"
     if not resume:
-        if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        if out_dir.exists() and (not out_dir.is_dir() or entries(out_dir)):
             raise InputError("output folder exists and is not empty; choose another --out (or add --resume)",
                              path=out_dir, field="--out")
         return
@@ -183,11 +185,23 @@ def validate(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile], out_dir:
     current = manifest(judge, files)
     if out_dir is None and not isinstance(judge, RuleJudge):
         raise InputError("an LLM judge's validation keeps its receipts: give --out", field="--out")
-    if out_dir is not None:
+    if out_dir is None:
+        return _validate(judge, files, None, current, settings=settings, resume=resume, cache=cache,
+                         on_batch=on_batch)
+    if not out_dir.is_dir():  # a --resume of no folder fails here, and no folder is made for it
         check_out(out_dir, current, resume)
-        if not resume:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(out_dir / "validate.json", dumps(current) + "\n")
+    with hold(out_dir, what="validation folder"):  # one writer at a time (margin.util.folderlock)
+        check_out(out_dir, current, resume)
+        return _validate(judge, files, out_dir, current, settings=settings, resume=resume, cache=cache,
+                         on_batch=on_batch)
+
+
+def _validate(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile], out_dir: Path | None,
+              current: dict[str, Any], *, settings: CallSettings | None, resume: bool, cache: bool,
+              on_batch: Callable[[int], None]) -> Validation:
+    if out_dir is not None and not resume:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out_dir / "validate.json", dumps(current) + "\n")
     cases = ordered(files)
     judged: list[tuple[LabelledCase, str, Any]]
     if isinstance(judge, RuleJudge):
