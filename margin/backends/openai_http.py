@@ -104,16 +104,7 @@ def chat_generation(response: Any) -> Generation:
     content = message.get("content")
     text = content if isinstance(content, str) else ""
     reasoning = message.get("reasoning_content") or message.get("reasoning")
-    steps: list[Step] = []
-    logprobs = choice.get("logprobs")
-    items = logprobs.get("content") if isinstance(logprobs, dict) else None
-    for item in items or []:
-        token = str(item["token"])
-        top = tuple((str(t["token"]), _logprob(t["logprob"])) for t in (item.get("top_logprobs") or []))
-        if all(candidate != token for candidate, _ in top):
-            top = (*top, (token, _logprob(item["logprob"])))
-        steps.append(Step(token, top))
-    return Generation(text=redact(text), steps=tuple(steps),
+    return Generation(text=redact(text), steps=chat_steps(choice.get("logprobs")),
                       reasoning=redact(reasoning) if isinstance(reasoning, str) else None,
                       truncated=choice.get("finish_reason") == "length")
 
@@ -123,9 +114,29 @@ def completion_generation(response: Any) -> Generation:
     choice = _first_choice(response)
     if not isinstance(choice.get("text"), str):
         raise MalformedResponse("response has no completion text")
-    steps: list[Step] = []
     found = choice.get("logprobs")
     logprobs: dict[str, Any] = found if isinstance(found, dict) else {}
+    # llama.cpp's server answers /completions in the chat shape (`logprobs.content[...]`).
+    steps = chat_steps(logprobs) if "content" in logprobs else legacy_steps(logprobs)
+    return Generation(text=redact(choice["text"]), steps=steps, truncated=choice.get("finish_reason") == "length")
+
+
+def chat_steps(logprobs: Any) -> tuple[Step, ...]:
+    """Steps from the chat shape: `content: [{token, logprob, top_logprobs: [{token, logprob}]}]`."""
+    items = logprobs.get("content") if isinstance(logprobs, dict) else None
+    steps: list[Step] = []
+    for item in items or []:
+        token = str(item["token"])
+        top = tuple((str(t["token"]), _logprob(t["logprob"])) for t in (item.get("top_logprobs") or []))
+        if all(candidate != token for candidate, _ in top):
+            top = (*top, (token, _logprob(item["logprob"])))
+        steps.append(Step(token, top))
+    return tuple(steps)
+
+
+def legacy_steps(logprobs: dict[str, Any]) -> tuple[Step, ...]:
+    """Steps from OpenAI's legacy completion shape: `tokens`, `token_logprobs`, `top_logprobs`."""
+    steps: list[Step] = []
     tokens = logprobs.get("tokens") or []
     tops = logprobs.get("top_logprobs") or [None] * len(tokens)
     chosen = logprobs.get("token_logprobs") or [None] * len(tokens)
@@ -134,4 +145,4 @@ def completion_generation(response: Any) -> Generation:
         if own is not None and all(t != token for t, _ in pairs):
             pairs = (*pairs, (str(token), _logprob(own)))
         steps.append(Step(str(token), pairs))
-    return Generation(text=redact(choice["text"]), steps=tuple(steps), truncated=choice.get("finish_reason") == "length")
+    return tuple(steps)

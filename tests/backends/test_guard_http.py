@@ -156,6 +156,24 @@ def test_client_errors_are_not_retried(monkeypatch):
     assert server.attempts["a"] == 0  # 401 before any text was read
 
 
+@pytest.mark.parametrize(("fault", "cause"), [("template", "chat template cannot render"),
+                                              ("context", "longer than the server's context")])
+def test_errors_no_retry_can_change_are_one_attempt_naming_cause_and_fix(fault, cause):
+    with FakeOpenAI(llama_guard_answer, fault=lambda text, attempt: fault) as server:
+        spec = parse_guard_spec("llama-guard-3-1b", backend="openai", base_url=server.base_url)
+        verdicts, outcomes = classify(build_guard(spec), ["a"], timeout_s=10)
+    assert verdicts == [None] and len(outcomes) == 1 and server.attempts["a"] == 1  # never retried
+    assert "not retried" in outcomes[0].error and cause in outcomes[0].error
+    assert "\n" not in outcomes[0].error
+
+
+def test_a_502_is_still_retried():
+    from margin.backends.server_errors import permanent
+
+    assert permanent(502, "context length") is None and permanent(429, "model not found") is None
+    assert permanent(404, "The model `x` does not exist") is not None
+
+
 def moderation_result(text: str) -> dict:
     hit = "bomb" in text
     return {"flagged": hit, "categories": {"violence": hit, "illicit": False},

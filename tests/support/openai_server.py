@@ -121,6 +121,15 @@ class FakeOpenAI:
         if kind == "500":
             self.send(handler, 500, json.dumps({"error": {"message": f"upstream failed for {auth}"}}).encode())
             return
+        if kind == "template":  # llama.cpp's server: a chat template that fails to render is a 500
+            message = "TypeError: can only concatenate str (not \"list\") to str"
+            self.send(handler, 500, json.dumps({"error": {"code": 500, "message": message, "type": "server_error"}}).encode())
+            return
+        if kind == "context":
+            message = "request (3031 tokens) exceeds the available context size (2048 tokens), try increasing it"
+            self.send(handler, 400, json.dumps({"error": {"code": 400, "message": message,
+                                                          "type": "exceed_context_size_error"}}).encode())
+            return
         if kind == "429":
             self.send(handler, 429, json.dumps({"error": {"message": "slow down"}}).encode(), {"Retry-After": "2"})
             return
