@@ -8,7 +8,7 @@ with top logprobs. The server's own reasoning field (gpt-oss) is kept apart from
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from margin.backends.generation import Generation, GuardRequest, Step
@@ -28,10 +28,13 @@ class OpenAIChatBackend:
 
     remote = True  # the engine streams `agenerate` calls
 
-    def __init__(self, endpoint: AsyncEndpoint, model: str, *, top_logprobs: int = 20) -> None:
+    def __init__(self, endpoint: AsyncEndpoint, model: str, *, top_logprobs: int = 20,
+                 extra_body: Mapping[str, Any] | None = None) -> None:
         self.endpoint = endpoint
         self.model = model
         self.top_logprobs = top_logprobs
+        #: fields sent with every request, over margin's own (a guard's request_options)
+        self.extra_body = dict(extra_body or {})
 
     async def agenerate(self, request: GuardRequest) -> Generation:
         """One attempt; raises TransportError when the server gave no usable completion (an
@@ -62,6 +65,7 @@ class OpenAIChatBackend:
                                     "temperature": 0, "max_tokens": request.max_new_tokens}
             if self.top_logprobs:
                 body["logprobs"] = self.top_logprobs
+            body.update(self.extra_body)
             return completion_generation(await client.post("/completions", body=body, cast_to=object))
         body = {"model": self.model, "messages": list(request.messages or ()), "temperature": 0,
                 "max_tokens": request.max_new_tokens, **request.extra}
@@ -73,6 +77,7 @@ class OpenAIChatBackend:
             body["add_generation_prompt"] = False
         if request.keep_special_tokens:
             body["skip_special_tokens"] = False
+        body.update(self.extra_body)
         return chat_generation(await client.post("/chat/completions", body=body, cast_to=object))
 
     async def aclose(self) -> None:

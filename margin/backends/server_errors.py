@@ -25,6 +25,12 @@ PERMANENT: tuple[tuple[re.Pattern[str], str, str], ...] = (
      "the server's chat template cannot render this request",
      "serve a model whose template takes it, or send plain-string content "
      "(Llama Guard presets: options: {content: text})"),
+    (re.compile(r"unrecognized request argument|extra inputs are not permitted|unknown field|"
+                r"additional properties"),
+     "the server does not take a request field margin sent",
+     "a family's vLLM fields (chat_template_kwargs, add_generation_prompt, skip_special_tokens, "
+     "reasoning_effort) need a server that takes them (vLLM, llama.cpp's server); a request_options "
+     "key needs one that knows it"),
     (re.compile(r"image input is not supported|multimodal|mmproj"),
      "the server cannot take this kind of input",
      "send text only (Llama Guard presets: options: {content: text})"),
