@@ -49,6 +49,7 @@ def call_record(run_id: str, guard_id: str, call: GuardCall) -> dict[str, Any]:
         "cached": call.cached,
         "error": call.error,
         **({"charged": call.charged} if v is None and not call.cached else {}),
+        **({"reply": v.reply} if v is not None and v.reply is not None else {}),
     }
 
 
@@ -168,7 +169,13 @@ def call_line(head: str, call: GuardCall) -> str:
             f'"latency_s": {float.__repr__(round(call.latency_s, 6))}, "attempt": {int.__repr__(call.attempt)}, '
             f'"cached": {"true" if call.cached else "false"}, '
             f'"error": {"null" if call.error is None else _json_str(call.error)}'
-            f'{_charged(call)}}}\n')
+            f'{_charged(call)}{_reply(call)}}}\n')
+
+
+def _reply(call: GuardCall) -> str:
+    """A verdict the threshold decided against its reply's text names the reply's label."""
+    v = call.verdict
+    return "" if v is None or v.reply is None else f', "reply": {_json_str(v.reply)}'
 
 
 def _charged(call: GuardCall) -> str:

@@ -64,6 +64,9 @@ class Verdict(NamedTuple):
     label: VerdictLabel
     p_unsafe: float | None = None
     raw: str = ""
+    #: the label the output's own text gave, where the threshold on p_unsafe decided the
+    #: other way (a generative guard's reply and its score disagree: counted, never hidden)
+    reply: VerdictLabel | None = None
 
     def is_wrong_for(self, truth: Label) -> bool:
         # `invalid` is never allow or block: it disagrees with every label.

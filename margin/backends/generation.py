@@ -100,8 +100,12 @@ def decision_step(steps: Sequence[Step], labels: Sequence[str], *, after: str | 
 
 
 def share(masses: dict[str, float], positive: Iterable[str]) -> float | None:
-    """P(positive labels) renormalised over the given labels; None when none was seen."""
-    total = sum(masses.values())
-    if total <= 0.0:
+    """P(positive labels) renormalised over the given labels; None unless every label was
+    among the candidates. A label missing from the top logprobs is unknown, not zero: with
+    a grammar or guided decoding a server's logprobs are the unconstrained distribution, in
+    which an allowed label can fall out of the top k, and counting it as zero would score a
+    reply against its own text."""
+    if not masses or any(mass <= 0.0 for mass in masses.values()):
         return None
+    total = sum(masses.values())
     return sum(masses[label] for label in positive) / total

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from margin.backends.secrets import read_api_key, redact
+from margin.backends.server_errors import permanent
 from margin.errors import TransportError
 
 T = TypeVar("T")
@@ -60,6 +61,10 @@ def transport_error(exc: BaseException) -> TransportError:
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         wait = retry_after_seconds(getattr(exc.response, "headers", None))
+        lasting = permanent(status, message)
+        if lasting is not None:  # one line: what it is and what to do, then the server's words
+            return TransportError(redact(f"HTTP {status}, not retried: {lasting} ({message})")[:700],
+                                  status=status, retry_after_s=wait, retry=False)
         # 408 timeout, 409 conflict, 429 rate limit and 5xx may pass; other 4xx will not.
         return TransportError(message, status=status, retry_after_s=wait,
                               retry=status in (408, 409, 429) or status >= 500)

@@ -8,7 +8,7 @@ with top logprobs. The server's own reasoning field (gpt-oss) is kept apart from
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from margin.backends.generation import Generation, GuardRequest, Step
@@ -28,10 +28,13 @@ class OpenAIChatBackend:
 
     remote = True  # the engine streams `agenerate` calls
 
-    def __init__(self, endpoint: AsyncEndpoint, model: str, *, top_logprobs: int = 20) -> None:
+    def __init__(self, endpoint: AsyncEndpoint, model: str, *, top_logprobs: int = 20,
+                 extra_body: Mapping[str, Any] | None = None) -> None:
         self.endpoint = endpoint
         self.model = model
         self.top_logprobs = top_logprobs
+        #: fields sent with every request, over margin's own (a guard's request_options)
+        self.extra_body = dict(extra_body or {})
 
     async def agenerate(self, request: GuardRequest) -> Generation:
         """One attempt; raises TransportError when the server gave no usable completion (an
@@ -62,6 +65,7 @@ class OpenAIChatBackend:
                                     "temperature": 0, "max_tokens": request.max_new_tokens}
             if self.top_logprobs:
                 body["logprobs"] = self.top_logprobs
+            body.update(self.extra_body)
             return completion_generation(await client.post("/completions", body=body, cast_to=object))
         body = {"model": self.model, "messages": list(request.messages or ()), "temperature": 0,
                 "max_tokens": request.max_new_tokens, **request.extra}
@@ -73,6 +77,7 @@ class OpenAIChatBackend:
             body["add_generation_prompt"] = False
         if request.keep_special_tokens:
             body["skip_special_tokens"] = False
+        body.update(self.extra_body)
         return chat_generation(await client.post("/chat/completions", body=body, cast_to=object))
 
     async def aclose(self) -> None:
@@ -104,16 +109,7 @@ def chat_generation(response: Any) -> Generation:
     content = message.get("content")
     text = content if isinstance(content, str) else ""
     reasoning = message.get("reasoning_content") or message.get("reasoning")
-    steps: list[Step] = []
-    logprobs = choice.get("logprobs")
-    items = logprobs.get("content") if isinstance(logprobs, dict) else None
-    for item in items or []:
-        token = str(item["token"])
-        top = tuple((str(t["token"]), _logprob(t["logprob"])) for t in (item.get("top_logprobs") or []))
-        if all(candidate != token for candidate, _ in top):
-            top = (*top, (token, _logprob(item["logprob"])))
-        steps.append(Step(token, top))
-    return Generation(text=redact(text), steps=tuple(steps),
+    return Generation(text=redact(text), steps=chat_steps(choice.get("logprobs")),
                       reasoning=redact(reasoning) if isinstance(reasoning, str) else None,
                       truncated=choice.get("finish_reason") == "length")
 
@@ -123,9 +119,29 @@ def completion_generation(response: Any) -> Generation:
     choice = _first_choice(response)
     if not isinstance(choice.get("text"), str):
         raise MalformedResponse("response has no completion text")
-    steps: list[Step] = []
     found = choice.get("logprobs")
     logprobs: dict[str, Any] = found if isinstance(found, dict) else {}
+    # llama.cpp's server answers /completions in the chat shape (`logprobs.content[...]`).
+    steps = chat_steps(logprobs) if "content" in logprobs else legacy_steps(logprobs)
+    return Generation(text=redact(choice["text"]), steps=steps, truncated=choice.get("finish_reason") == "length")
+
+
+def chat_steps(logprobs: Any) -> tuple[Step, ...]:
+    """Steps from the chat shape: `content: [{token, logprob, top_logprobs: [{token, logprob}]}]`."""
+    items = logprobs.get("content") if isinstance(logprobs, dict) else None
+    steps: list[Step] = []
+    for item in items or []:
+        token = str(item["token"])
+        top = tuple((str(t["token"]), _logprob(t["logprob"])) for t in (item.get("top_logprobs") or []))
+        if all(candidate != token for candidate, _ in top):
+            top = (*top, (token, _logprob(item["logprob"])))
+        steps.append(Step(token, top))
+    return tuple(steps)
+
+
+def legacy_steps(logprobs: dict[str, Any]) -> tuple[Step, ...]:
+    """Steps from OpenAI's legacy completion shape: `tokens`, `token_logprobs`, `top_logprobs`."""
+    steps: list[Step] = []
     tokens = logprobs.get("tokens") or []
     tops = logprobs.get("top_logprobs") or [None] * len(tokens)
     chosen = logprobs.get("token_logprobs") or [None] * len(tokens)
@@ -134,4 +150,4 @@ def completion_generation(response: Any) -> Generation:
         if own is not None and all(t != token for t, _ in pairs):
             pairs = (*pairs, (str(token), _logprob(own)))
         steps.append(Step(str(token), pairs))
-    return Generation(text=redact(choice["text"]), steps=tuple(steps), truncated=choice.get("finish_reason") == "length")
+    return tuple(steps)

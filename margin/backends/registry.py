@@ -44,6 +44,8 @@ class ChatSetup:
     top_logprobs: int = 0
     auto_class: str = "causal"  # transformers: the Auto class that loads it
     options: Mapping[str, Any] = field(default_factory=dict)  # its backend_options
+    #: remote backends: extra fields sent with every request (a guard's request_options)
+    request_options: Mapping[str, Any] = field(default_factory=dict)
 
     def weights(self) -> tuple[str, str | None, str | None]:
         """What an in-process backend loads: checkpoint, revision, LoRA adapter."""
@@ -122,7 +124,7 @@ def _openai(setup: ChatSetup) -> Any:
     from margin.backends.openai_http import OpenAIChatBackend
 
     return OpenAIChatBackend(AsyncEndpoint(setup.base_url or "", setup.api_key_env), setup.model,
-                             top_logprobs=setup.top_logprobs)
+                             top_logprobs=setup.top_logprobs, extra_body=setup.request_options)
 
 
 _TOP = Option("top_logprobs", "int", 20, guard_only=True)

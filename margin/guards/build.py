@@ -45,5 +45,6 @@ def build_preset(spec: GuardSpec, preset: Preset, info: GuardInfo) -> Guard:
     chat = chosen.build(ChatSetup(
         model, revision, lora_base=lora_base, base_url=spec.base_url or preset.base_url,
         api_key_env=spec.api_key_env or preset.api_key_env, auto_class=preset.auto_class,
-        top_logprobs=int(chosen.value(options, "top_logprobs")), options=options))
+        top_logprobs=int(chosen.value(options, "top_logprobs")), options=options,
+        request_options=spec.request_options))
     return GenerativeGuard(adapter, chat, info, max_batch_size=spec.max_batch_size or 16)

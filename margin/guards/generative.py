@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -18,6 +19,8 @@ from margin.backends.secrets import redact
 from margin.guards.adapters.base import Adapter
 from margin.guards.base import Guard, apply_threshold
 from margin.types import GuardInfo, Verdict
+
+log = logging.getLogger(__name__)
 
 
 class Backend(Protocol):
@@ -51,6 +54,8 @@ class GenerativeGuard(Guard):
         self.max_batch_size = max_batch_size
         self.remote = bool(getattr(backend, "remote", False))
         self.prefix_tokens = self.share_prefixes()
+        # Asked for logprobs (top_logprobs > 0) but got no p_unsafe: said once per guard.
+        self._warn_unscored = bool(getattr(backend, "top_logprobs", 0))
 
     def share_prefixes(self) -> list[int]:
         """Tell a backend that can reuse a shared template prefix (transformers) what each of
@@ -103,7 +108,15 @@ class GenerativeGuard(Guard):
         return verdicts
 
     def _verdict(self, outputs: list[Generation]) -> Verdict:
-        verdict = apply_threshold(self.adapter.parse(outputs), self._info.threshold)
+        parsed = self.adapter.parse(outputs)
+        verdict = apply_threshold(parsed, self._info.threshold)
+        if verdict.label != parsed.label:
+            verdict = verdict._replace(reply=parsed.label)
+        elif parsed.label != "invalid" and parsed.p_unsafe is None and self._warn_unscored:
+            self._warn_unscored = False
+            log.warning("%s: the output has no logprobs holding every decision label, so its verdict has no "
+                        "p_unsafe and the reply's text decides (said once; `margin report` counts them)",
+                        self._info.id)
         return verdict._replace(raw=raw_output(outputs))
 
     def close(self) -> None:

@@ -8,6 +8,7 @@
     threshold: 0.5
     options: {excluded_category_keys: [S6]}
     backend_options: {max_concurrency: 16, timeout_s: 30}  # endpoint limits (docs/engine.md#settings)
+    request_options: {grammar: 'root ::= "0" | "1"'}  # extra request fields (remote backends)
     replicas: 2
     scope: harm classifier           # what it is for, shown with its results
     caveats: [English prompts only]  # shown with its results

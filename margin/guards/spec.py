@@ -51,6 +51,9 @@ class GuardSpec(BaseModel):
     threshold: float | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     backend_options: dict[str, Any] = Field(default_factory=dict)
+    # Extra request fields for a remote backend (a server's grammar, json_schema, stop), sent
+    # with every request as the client's extra body: part of the guard's identity.
+    request_options: dict[str, Any] = Field(default_factory=dict)
     # A defence before the guard (`--normalize`, canonical name): part of the guard's identity.
     normalize: str | None = None
     # `python:` guards: the weights the class loads (a file or folder, content-hashed into the
@@ -253,7 +256,7 @@ def check(spec: GuardSpec) -> GuardSpec:
         for field in ("backend", "model", "base_url", "api_key_env", "threshold", "revision", "weights"):
             if getattr(spec, field) is not None and field not in allowed:
                 raise InputError(f"the {kind} guard takes no {FLAGS.get(field, field)}", field=FLAGS.get(field, field))
-        for field in ("options", "backend_options"):  # named as given, so a guard file's line is found
+        for field in ("options", "backend_options", "request_options"):  # named as given, so a guard file's line is found
             if getattr(spec, field):
                 raise InputError(f"the {kind} guard takes no {field} (it calls no backend)", field=field)
         if spec.weights is not None:
@@ -276,6 +279,8 @@ def check(spec: GuardSpec) -> GuardSpec:
         for field, flag in (("base_url", "--base-url"), ("api_key_env", "--api-key-env")):
             if getattr(spec, field) is not None:
                 raise InputError(f"{flag} needs --backend {remote_names()}", field=flag)
+        if spec.request_options:
+            raise InputError(f"request_options needs --backend {remote_names()}", field="request_options")
     try:
         runs_on.check_options(spec.backend_options, guard=True)
     except UnknownOption as exc:
@@ -302,7 +307,9 @@ def _identity(spec: GuardSpec, preset: Preset) -> dict[str, Any]:
     return {"backend": spec.backend or preset.backend, "model": model,
             "revision": revision, "threshold": threshold_of(spec, preset),
             "options": {**preset.options, **spec.options},
-            "backend_options": identity_options(spec.backend_options)}
+            "backend_options": identity_options(spec.backend_options),
+            # Only when given, so the ids of guards without any stay as they were.
+            **({"request_options": spec.request_options} if spec.request_options else {})}
 
 
 def threshold_of(spec: GuardSpec, preset: Preset) -> float | None:
@@ -340,7 +347,8 @@ def preset_info(spec: GuardSpec) -> GuardInfo:
     adapter = adapter_for(spec, preset)
     identity = _identity(spec, preset)
     template = adapter.template()
-    params = {**adapter.params(), **{f"backend.{k}": canonical_json(v) for k, v in identity["backend_options"].items()}}
+    params = {**adapter.params(), **{f"backend.{k}": canonical_json(v) for k, v in identity["backend_options"].items()},
+              **{f"request.{k}": canonical_json(v) for k, v in identity.get("request_options", {}).items()}}
     if backend_of(identity["backend"]).remote:
         params["base_url"] = spec.base_url or preset.base_url or ""
     elif preset.lora_base:

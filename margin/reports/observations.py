@@ -45,7 +45,7 @@ def verdict_of(record: Mapping[str, Any]) -> Verdict | None:
     if label is None:
         return None
     p = record.get("p_unsafe")
-    return Verdict(label, None if p is None else float(p), record.get("raw") or "")
+    return Verdict(label, None if p is None else float(p), record.get("raw") or "", record.get("reply"))
 
 
 def key_of(record: Mapping[str, Any]) -> VerdictKey:
@@ -91,10 +91,15 @@ class Coverage:
     attempts: int  # call lines sent to the guard (attempt >= 1)
     failed_attempts: int  # ... that produced no output (retried)
     cache_hits: int  # call lines answered from a cache
+    #: valid final verdicts without p_unsafe where others have one (the logprobs lacked a label)
+    unscored: int = 0
+    #: valid final verdicts the threshold decided against the reply's own text
+    contradicted: int = 0
 
 
 def coverage(lines: Iterable[Mapping[str, Any]]) -> Coverage:
     final: dict[VerdictKey, str | None] = {}
+    scores: dict[VerdictKey, tuple[bool, bool]] = {}  # (has p_unsafe, contradicts its reply)
     attempts = failed = hits = 0
     for line in lines:
         if line.get("kind") != "call":
@@ -103,12 +108,15 @@ def coverage(lines: Iterable[Mapping[str, Any]]) -> Coverage:
         verdict = line.get("verdict")
         if verdict is not None or key not in final:
             final[key] = verdict
+            scores[key] = (line.get("p_unsafe") is not None, line.get("reply") is not None)
         if line.get("cached"):
             hits += 1
         elif int(line.get("attempt") or 0) >= 1:
             attempts += 1
             failed += verdict is None
     labels = list(final.values())
+    # Only a guard that scores some verdicts lacks a score on others (a keyword guard has none).
+    unscored = sum(v in ("safe", "unsafe") and not scores[k][0] for k, v in final.items())
     return Coverage(
         candidates=len(labels),
         valid=sum(v in ("safe", "unsafe") for v in labels),
@@ -117,4 +125,6 @@ def coverage(lines: Iterable[Mapping[str, Any]]) -> Coverage:
         attempts=attempts,
         failed_attempts=failed,
         cache_hits=hits,
+        unscored=unscored if any(has_p for has_p, _ in scores.values()) else 0,
+        contradicted=sum(v in ("safe", "unsafe") and scores[k][1] for k, v in final.items()),
     )

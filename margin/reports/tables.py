@@ -126,7 +126,16 @@ def coverage_table(results: Sequence[SearchResult], coverage: Coverage | None) -
                       str(coverage.invalid), str(coverage.no_output))
         table.add_row(f"guard call attempts (+{coverage.cache_hits} cache hits)", str(coverage.attempts),
                       str(coverage.attempts - coverage.failed_attempts), "", str(coverage.failed_attempts))
+        for what, count in score_rows(coverage):
+            table.add_row(what, "", str(count), "", "")
     return table
+
+
+def score_rows(coverage: Coverage) -> list[tuple[str, int]]:
+    """Valid candidates whose score is unknown or disagrees with the reply (rows only where any)."""
+    rows = [("candidates without p_unsafe (no logprobs held every decision label)", coverage.unscored),
+            ("candidates the threshold decided against the reply's text", coverage.contradicted)]
+    return [(what, count) for what, count in rows if count]
 
 
 def coverage_record(results: Sequence[SearchResult], coverage: Coverage | None) -> dict[str, Any]:
@@ -144,6 +153,10 @@ def coverage_record(results: Sequence[SearchResult], coverage: Coverage | None) 
                              "invalid": coverage.invalid, "no_output": coverage.no_output}
         out["guard_calls"] = {"attempts": coverage.attempts, "failed_attempts": coverage.failed_attempts,
                               "cache_hits": coverage.cache_hits}
+        if coverage.unscored:
+            out["candidates"]["without_p_unsafe"] = coverage.unscored
+        if coverage.contradicted:
+            out["candidates"]["against_reply"] = coverage.contradicted
     return out
 
 

@@ -24,7 +24,7 @@ def open_shared(path: Path, schema: str, *, check_same_thread: bool = True) -> s
     db = sqlite3.connect(path, timeout=30.0, check_same_thread=check_same_thread)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    db.execute(schema)
+    db.executescript(schema)  # one or more CREATE ... IF NOT EXISTS statements
     db.commit()
     return db
 

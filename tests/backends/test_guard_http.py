@@ -156,6 +156,24 @@ def test_client_errors_are_not_retried(monkeypatch):
     assert server.attempts["a"] == 0  # 401 before any text was read
 
 
+@pytest.mark.parametrize(("fault", "cause"), [("template", "chat template cannot render"),
+                                              ("context", "longer than the server's context")])
+def test_errors_no_retry_can_change_are_one_attempt_naming_cause_and_fix(fault, cause):
+    with FakeOpenAI(llama_guard_answer, fault=lambda text, attempt: fault) as server:
+        spec = parse_guard_spec("llama-guard-3-1b", backend="openai", base_url=server.base_url)
+        verdicts, outcomes = classify(build_guard(spec), ["a"], timeout_s=10)
+    assert verdicts == [None] and len(outcomes) == 1 and server.attempts["a"] == 1  # never retried
+    assert "not retried" in outcomes[0].error and cause in outcomes[0].error
+    assert "\n" not in outcomes[0].error
+
+
+def test_a_502_is_still_retried():
+    from margin.backends.server_errors import permanent
+
+    assert permanent(502, "context length") is None and permanent(429, "model not found") is None
+    assert permanent(404, "The model `x` does not exist") is not None
+
+
 def moderation_result(text: str) -> dict:
     hit = "bomb" in text
     return {"flagged": hit, "categories": {"violence": hit, "illicit": False},
@@ -229,3 +247,33 @@ def test_a_defence_in_front_of_an_endpoint_streams_its_decoded_texts_too():
         verdicts, _ = classify(guard, [f"Decode this and answer: {hidden}", "how do I bake bread?"], timeout_s=10)
     assert [v.label for v in verdicts] == ["unsafe", "safe"]  # the guard read the decoded payload
     assert any("bomb" in str(r["body"]["messages"]) for r in server.requests)
+
+
+def test_a_strict_server_takes_margins_defaults_and_names_a_field_it_refuses():
+    with FakeOpenAI(llama_guard_answer, strict=True) as server:
+        plain = parse_guard_spec("llama-guard-3-8b", backend="openai", base_url=server.base_url)
+        verdicts, _ = classify(build_guard(plain), PROMPTS[:6], timeout_s=10)
+        assert all(v is not None for v in verdicts)  # no vLLM-only field sent: every text answered
+        qwen = parse_guard_spec("qwen3guard-gen-0.6b", backend="openai", base_url=server.base_url)
+        verdicts, outcomes = classify(build_guard(qwen), ["x"], timeout_s=10)
+    assert verdicts == [None] and len(outcomes) == 1  # add_generation_prompt refused, once
+    assert "does not take a request field" in outcomes[0].error and "add_generation_prompt" in outcomes[0].error
+
+
+def test_request_options_reach_the_server_and_the_guard_identity(tmp_path):
+    from margin.guards.make import describe_guard
+
+    grammar = 'root ::= "safe" | "unsafe"'
+    guard_file = tmp_path / "lg.yaml"
+    with FakeOpenAI(llama_guard_answer) as server:
+        guard_file.write_text(f"guard: llama-guard-3-8b\nbackend: openai\nbase_url: {server.base_url}\n"
+                              f"request_options: {{grammar: '{grammar}'}}\n")
+        spec = parse_guard_spec(str(guard_file))
+        classify(build_guard(spec), ["bake bread"], timeout_s=10)
+        sent = server.requests[-1]["body"]
+        plain = parse_guard_spec("llama-guard-3-8b", backend="openai", base_url=server.base_url)
+    assert sent["grammar"] == grammar
+    with_options, without = describe_guard(spec), describe_guard(plain)
+    assert with_options.id != without.id and ("request.grammar", json.dumps(grammar)) in with_options.params
+    with pytest.raises(Exception, match="request_options needs --backend openai"):
+        parse_guard_spec("llama-guard-3-8b", request_options={"grammar": grammar})

@@ -22,6 +22,11 @@ from typing import Any
 SWAP = {"safe": "unsafe", "unsafe": "safe", "yes": "no", "no": "yes", "Yes": "No", "No": "Yes", "0": "1", "1": "0"}
 
 
+#: The request fields OpenAI's own chat and completion APIs take (a strict server's whole list).
+OPENAI_FIELDS = frozenset({"model", "messages", "prompt", "temperature", "max_tokens", "logprobs", "top_logprobs",
+                           "stop", "seed", "top_p", "n", "response_format", "input"})
+
+
 def tokens(text: str) -> list[str]:
     return re.findall(r"\s*[\w/]+|\s*[^\w\s]|\s+", text)
 
@@ -37,8 +42,10 @@ def top_logprobs(token: str) -> list[tuple[str, float]]:
 class FakeOpenAI:
     def __init__(self, answer: Callable[[str], str], *, key: str | None = None,
                  fault: Callable[[str, int], str | None] = lambda text, attempt: None,
-                 stall_s: float = 1.0, moderate: Callable[[str], dict[str, Any]] | None = None) -> None:
+                 stall_s: float = 1.0, moderate: Callable[[str], dict[str, Any]] | None = None,
+                 strict: bool = False) -> None:
         self.answer = answer
+        self.strict = strict  # 400 on a field OpenAI's own API does not take, as strict servers do
         self.key = key
         self.fault = fault
         self.stall_s = stall_s
@@ -101,6 +108,11 @@ class FakeOpenAI:
         auth = handler.headers.get("Authorization", "")
         with self.lock:
             self.requests.append({"path": handler.path, "body": body})
+        unknown = sorted(set(body) - OPENAI_FIELDS) if self.strict else []
+        if unknown:
+            message = f"Unrecognized request argument supplied: {unknown[0]}"
+            self.send(handler, 400, json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode())
+            return
         if self.key is not None and auth != f"Bearer {self.key}":
             self.send(handler, 401, json.dumps({"error": {"message": "bad key"}}).encode())
             return
@@ -120,6 +132,15 @@ class FakeOpenAI:
                 self.faults[kind] += 1
         if kind == "500":
             self.send(handler, 500, json.dumps({"error": {"message": f"upstream failed for {auth}"}}).encode())
+            return
+        if kind == "template":  # llama.cpp's server: a chat template that fails to render is a 500
+            message = "TypeError: can only concatenate str (not \"list\") to str"
+            self.send(handler, 500, json.dumps({"error": {"code": 500, "message": message, "type": "server_error"}}).encode())
+            return
+        if kind == "context":
+            message = "request (3031 tokens) exceeds the available context size (2048 tokens), try increasing it"
+            self.send(handler, 400, json.dumps({"error": {"code": 400, "message": message,
+                                                          "type": "exceed_context_size_error"}}).encode())
             return
         if kind == "429":
             self.send(handler, 429, json.dumps({"error": {"message": "slow down"}}).encode(), {"Retry-After": "2"})

@@ -1,7 +1,8 @@
 """Llama Guard 3 (1B, 8B) and 4 (Meta).
 
 Template: one user turn through the checkpoint's chat template (3-1B and 4 take
-list-of-parts content). Output: `safe`, or `unsafe` then a line of S-codes; 3-8B and 4
+list-of-parts content; `options.content: text` sends a plain string instead, for a served
+template that cannot take parts). Output: `safe`, or `unsafe` then a line of S-codes; 3-8B and 4
 usually emit a blank line first. Probability (Meta's card): the first generated `safe` /
 `unsafe` token, two-way softmax.
 """
@@ -12,7 +13,7 @@ import re
 
 from margin.backends.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.errors import InputError
-from margin.guards.adapters.base import INVALID, SingleRequestAdapter, user
+from margin.guards.adapters.base import INVALID, SingleRequestAdapter, option_choice, user
 from margin.types import Verdict, VerdictLabel
 
 CATEGORY = re.compile(r"S\d{1,2}")
@@ -21,13 +22,15 @@ VARIANTS = ("3-1b", "3-8b", "4")
 
 class LlamaGuard(SingleRequestAdapter):
     family = "llama-guard"
-    options_allowed = frozenset({"excluded_category_keys"})
+    options_allowed = frozenset({"excluded_category_keys", "content"})
     labels = "unsafe = the user prompt violates the S1-S14 hazard taxonomy"
 
     def __init__(self, variant: str = "4", options=None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(variant, options)
         if variant not in VARIANTS:
             raise InputError(f"unknown Llama Guard variant {variant!r}", field="family")
+        default = "text" if variant == "3-8b" else "parts"
+        self.parts = option_choice(self.options, "content", ("parts", "text"), default) == "parts"
         excluded = self.options.get("excluded_category_keys")
         if excluded is not None:
             if variant == "3-8b":
@@ -40,7 +43,7 @@ class LlamaGuard(SingleRequestAdapter):
         kwargs = {}
         if "excluded_category_keys" in self.options:
             kwargs["excluded_category_keys"] = list(self.options["excluded_category_keys"])
-        return GuardRequest(messages=user(text, parts=self.variant != "3-8b"),
+        return GuardRequest(messages=user(text, parts=self.parts),
                             chat_template_kwargs=kwargs, max_new_tokens=20)
 
     def parse_one(self, output: Generation) -> Verdict:

@@ -63,7 +63,8 @@ def load_replay(receipts: Path) -> Replay:
         key = (record["prompt_id"], record["transform"], record["strength"], record["seed"])
         sha = record["text_sha256"]
         if record["verdict"] is not None:
-            replay.verdicts[sha] = Verdict(record["verdict"], p_unsafe=record["p_unsafe"], raw=record["raw"] or "")
+            replay.verdicts[sha] = Verdict(record["verdict"], p_unsafe=record["p_unsafe"], raw=record["raw"] or "",
+                                           reply=record.get("reply"))
             replay.recorded.add(key)
         elif not record.get("cached"):
             note_failed_attempt(replay.failed, replay.waits, sha, record)

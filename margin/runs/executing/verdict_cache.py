@@ -29,7 +29,13 @@ CREATE TABLE IF NOT EXISTS verdicts (
     label TEXT NOT NULL,
     p_unsafe REAL,
     raw TEXT NOT NULL
-)
+);
+-- A verdict the threshold decided against its reply's text: the reply's label (a table of
+-- its own, so cache files written before it existed read as they were).
+CREATE TABLE IF NOT EXISTS reply_labels (
+    key TEXT PRIMARY KEY,
+    reply TEXT NOT NULL
+);
 """
 
 
@@ -74,14 +80,20 @@ class VerdictCache:
     def get_many(self, texts: list[str]) -> dict[str, Verdict]:
         """The verdicts held for any of `texts`, by text (one query per few hundred)."""
         by_key = {verdict_key(self.guard, text): text for text in texts}
-        rows = rows_for_keys(self._file.db, "SELECT key, label, p_unsafe, raw FROM verdicts WHERE key IN", list(by_key))
-        return {by_key[key]: Verdict(label, p_unsafe=p_unsafe, raw=raw) for key, label, p_unsafe, raw in rows}
+        rows = rows_for_keys(self._file.db, "SELECT v.key, label, p_unsafe, raw, r.reply FROM verdicts v "
+                                            "LEFT JOIN reply_labels r ON r.key = v.key WHERE v.key IN", list(by_key))
+        return {by_key[key]: Verdict(label, p_unsafe=p_unsafe, raw=raw, reply=reply)
+                for key, label, p_unsafe, raw, reply in rows}
 
     def put_many(self, items: Iterable[tuple[str, Verdict]]) -> None:
-        rows = [(verdict_key(self.guard, text), self.guard, v.label, v.p_unsafe, v.raw) for text, v in items]
+        keyed = [(verdict_key(self.guard, text), v) for text, v in items]
+        rows = [(key, self.guard, v.label, v.p_unsafe, v.raw) for key, v in keyed]
         if rows:
             with self._file.db:
                 self._file.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", rows)
+                self._file.db.executemany("DELETE FROM reply_labels WHERE key = ?", [(k,) for k, v in keyed if v.reply is None])
+                self._file.db.executemany("INSERT OR REPLACE INTO reply_labels VALUES (?, ?)",
+                                          [(k, v.reply) for k, v in keyed if v.reply is not None])
 
     def __len__(self) -> int:
         return int(self._file.db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
