@@ -81,9 +81,9 @@ def judges_table(pairings: dict[str, Any]) -> Table | None:
         table.add_column(column, justify="left" if column == "between" else "right")
     if "inter_judge" in judge:
         inter = judge["inter_judge"]
-        table.add_row(f"{judge['id']} and {judge['second']['id']}", _kappa(inter["kappa_comply"]), str(inter["n"]), "")
+        table.add_row(f"{judge.get('id')} and {judge['second'].get('id')}", _kappa(inter["kappa_comply"]), str(inter["n"]), "")
     for j in judges:
         v = j.get("validation")
-        table.add_row(f"{j['id']} and people", _kappa(v["kappa_comply"]) if v else "not validated",
+        table.add_row(f"{j.get('id')} and people", _kappa(v["kappa_comply"]) if v else "not validated",
                       str(v["n"]) if v else "—", _kappa(v["ceiling_kappa_comply"]) if v else "")
     return table
