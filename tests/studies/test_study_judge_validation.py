@@ -107,6 +107,10 @@ def test_a_validation_record_of_another_judge_is_refused_naming_the_file_and_fie
     assert caught.value.path == str(other) and caught.value.field == "judge"
     assert "judge.validation" in str(caught.value) and "someone-else" in str(caught.value)
     assert code == 2 and "other.json" in err and not (tmp_path / "out").exists()
+    config["judge"]["validation"] = "nowhere.json"
+    with pytest.raises(InputError, match="no such judge validation record") as caught:
+        prepare(write_config(tmp_path, config))
+    assert caught.value.path == str(tmp_path / "nowhere.json")
 
 
 def test_two_judges_agreement_with_each_other_is_cohens_kappa_on_comply_by_hand(tmp_path, record):
