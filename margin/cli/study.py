@@ -25,7 +25,7 @@ def study(
 ) -> None:
     """A paired study: guards x protected models x transformations, judged; writes pairings.json."""
     from margin.studies.plan import prepare
-    from margin.studies.report import evidence_tables, pairs_table
+    from margin.studies.report import evidence_tables, judges_table, pairs_table
 
     settings.ENGINE.check_choice(engine, "--engine")
     if resume and out is None:
@@ -73,6 +73,8 @@ def study(
     for table in evidence_tables(outcome.pairings):
         console.print(table)
     console.print(pairs_table(outcome.pairings))
+    if (judges := judges_table(outcome.pairings)) is not None:
+        console.print(judges)
     calls = outcome.calls
     guard_calls = sum(s.sent for s in outcome.guards.values())
     console.print(f"guard calls {guard_calls} (cache hits {sum(s.cache_hits for s in outcome.guards.values())}), "

@@ -208,6 +208,26 @@ def model_order(models: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted(models, key=key)
 
 
+def provisional(judge: Mapping[str, Any]) -> str | None:
+    """Why a study's verdicts are provisional, or None: its judge was never measured against
+    people (no validation record), or its kappa (comply vs not comply) is below `min_kappa`."""
+    validation = judge.get("validation")
+    if validation is None:
+        return "the judge has no validation against human labels"
+    estimate, floor = validation["kappa_comply"]["estimate"], judge.get("min_kappa")
+    if floor is not None and (estimate is None or estimate < floor):
+        shown = "undefined" if estimate is None else f"{estimate:.3f}"
+        return f"the judge's kappa (comply vs not comply) {shown} is below min_kappa {floor:g}"
+    return None
+
+
+def mark_provisional(snapshot: dict[str, Any]) -> dict[str, Any]:
+    reason = provisional(snapshot["meta"]["judge"])
+    snapshot["meta"]["provisional"] = reason is not None
+    snapshot["meta"]["provisional_reason"] = reason
+    return snapshot
+
+
 def load_pairings(path: Path) -> dict[str, Any]:
     snapshot = read_json(path)
     return validate_pairings(snapshot, path)

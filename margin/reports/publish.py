@@ -31,7 +31,7 @@ from margin.reports.completeness import (
 )
 from margin.reports.effectiveness import effectiveness_record
 from margin.reports.observations import from_receipts
-from margin.reports.pairings import load_pairings, merge_pairings
+from margin.reports.pairings import load_pairings, mark_provisional, merge_pairings
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, observes_all, protocol_for
 from margin.reports.snapshot import build_snapshot, snapshot_entry
 from margin.runfolder import RunDir, dumps, load_run
@@ -243,7 +243,7 @@ def publish(paths: Sequence[Path], out_dir: Path, *, base_url: str | None = None
         if plots:
             published.files += leaderboard_plots(snapshot, published.effectiveness, out_dir / name[:-5])
     if pairings_in:
-        name, pairings = address(merge_pairings(pairings_in, date), "pairings", base_url)
+        name, pairings = address(mark_provisional(merge_pairings(pairings_in, date)), "pairings", base_url)
         text = dumps(pairings) + "\n"
         write_immutable(out_dir / name, text)
         write_latest(out_dir / "pairings.json", text)

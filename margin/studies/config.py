@@ -81,6 +81,8 @@ class JudgeConfig(Strict):
     template: str = "behaviour"  # a built-in name or a path to a template file
     model: ModelSpec | None = None
     max_tokens: int = Field(default=512, ge=1)
+    validation: str | None = None  # a `margin judge validate` record (validation.json) for this judge
+    min_kappa: float | None = Field(default=None, ge=-1, le=1)  # below it (kappa comply) a study is provisional
 
     @model_validator(mode="before")
     @classmethod

@@ -8,6 +8,9 @@ have the same one.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,12 +32,14 @@ from margin.studies.config import (
     Source,
     StudyConfig,
     check_env,
+    dotted,
     read_config,
 )
 from margin.studies.models import ModelSpec, identity_key, model_identity
 from margin.transforms.registry import get_transform, registry
 from margin.transforms.suites import EACH_WORD, builtin_suites, load_suite
 from margin.types import GuardInfo, Prompt
+from margin.util.hashing import canonical_json
 from margin.util.suggest import did_you_mean
 
 
@@ -91,6 +96,8 @@ class JudgePlan:
 
     judge: LLMJudge | RuleJudge
     model: ModelPlan | None
+    validation: dict[str, Any] | None = None  # its figures against people (validation_summary)
+    min_kappa: float | None = None
 
     @property
     def id(self) -> str:
@@ -286,6 +293,44 @@ def _protected(config: StudyConfig, source: Source, index: int) -> ModelPlan:
 
 
 def _judge(judge: JudgeConfig, config: StudyConfig, source: Source, loc: Loc) -> JudgePlan:
+    plan = _judge_only(judge, config, source, loc)
+    validation = None
+    if judge.validation is not None:
+        path = _relative(source, judge.validation)
+        validation = validation_summary(path, plan.judge.identity(), f"{dotted((*loc, 'validation'))} in "
+                                        f"{source.path}")
+    return dataclasses.replace(plan, validation=validation, min_kappa=judge.min_kappa)
+
+
+VALIDATION_FIELDS = ("n", "kappa_comply", "ceiling_kappa_comply")
+
+
+def validation_summary(path: Path, identity: dict[str, Any], named_by: str) -> dict[str, Any]:
+    """What a study's snapshot carries of its judge's validation record (docs/judges.md): the
+    record must be for this very judge (same identity), else its figures say nothing about it."""
+    if not path.is_file():
+        raise InputError(f"no such judge validation record (named by {named_by})", path=path)
+    data = path.read_bytes()
+    try:
+        record = json.loads(data)
+    except ValueError as exc:
+        raise InputError(f"not JSON: {exc}", path=path) from None
+    if not isinstance(record, dict):
+        raise InputError("a validation record is a JSON object (margin judge validate --out)", path=path)
+    for key in ("judge", "labels", *VALIDATION_FIELDS):
+        if key not in record:
+            raise InputError("missing: not a validation record written by margin judge validate", path=path,
+                             field=key)
+    if record["judge"] != identity:
+        raise InputError(f"the record validates judge {record['judge'].get('id')!r} "
+                         f"({canonical_json(record['judge'])}), not this study's judge {identity.get('id')!r} "
+                         f"({canonical_json(identity)}), named by {named_by}", path=path, field="judge")
+    return {"record": path.name, "record_sha256": hashlib.sha256(data).hexdigest(),
+            "labels": [{"file": x["file"], "sha256": x["sha256"]} for x in record["labels"]],
+            **{key: record[key] for key in VALIDATION_FIELDS}}
+
+
+def _judge_only(judge: JudgeConfig, config: StudyConfig, source: Source, loc: Loc) -> JudgePlan:
     if judge.model is None:  # `rules: refusal-rules`
         return JudgePlan(RuleJudge(judge_id=judge.id), None)
     if judge.template not in builtin_templates() and not _relative(source, judge.template).is_file():

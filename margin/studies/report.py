@@ -60,3 +60,30 @@ def evidence_tables(pairings: dict[str, Any]) -> list[Table]:
             table.add_row(*cells)
         tables.append(table)
     return tables
+
+
+def _kappa(figure: dict[str, Any] | None) -> str:
+    if figure is None or figure["estimate"] is None:
+        return "undefined"
+    low = "" if figure["low"] is None else f" ({figure['low']:.3f}–{figure['high']:.3f})"
+    return f"{figure['estimate']:.3f}{low}"
+
+
+def judges_table(pairings: dict[str, Any]) -> Table | None:
+    """Each judge against people (its validation record) and, with two judges, against each other,
+    side by side: Cohen's kappa on comply vs not comply with its 95% interval."""
+    judge = pairings["meta"]["judge"]
+    judges = [judge] + ([judge["second"]] if judge.get("second") else [])
+    if not any(j.get("validation") for j in judges) and "inter_judge" not in judge:
+        return None
+    table = Table(title="judges: Cohen's kappa, comply vs not comply (95% interval)")
+    for column in ("between", "kappa", "n", "ceiling (annotators)"):
+        table.add_column(column, justify="left" if column == "between" else "right")
+    if "inter_judge" in judge:
+        inter = judge["inter_judge"]
+        table.add_row(f"{judge.get('id')} and {judge['second'].get('id')}", _kappa(inter["kappa_comply"]), str(inter["n"]), "")
+    for j in judges:
+        v = j.get("validation")
+        table.add_row(f"{j.get('id')} and people", _kappa(v["kappa_comply"]) if v else "not validated",
+                      str(v["n"]) if v else "—", _kappa(v["ceiling_kappa_comply"]) if v else "")
+    return table

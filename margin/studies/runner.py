@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -20,7 +20,10 @@ from typing import Any, Literal
 from margin.engine.cluster import connect, disconnect
 from margin.engine.settings import ENGINE
 from margin.errors import EndpointUnreachable, InputError
+from margin.judges.agreement import agreement
+from margin.judges.labels import comply
 from margin.judges.rules import RuleJudge
+from margin.judges.verdicts import JudgeVerdict
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
 from margin.runfolder import dumps, read_jsonl
@@ -249,6 +252,17 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls:
     parse_rule = first.judge.format if isinstance(first.judge, RuleJudge) else first.judge.template.format
     judge = {**first.judge.identity(), "parse_rule": parse_rule,
              "second": plan.judges[1].judge.identity() if len(plan.judges) > 1 else None}
+    # only where given, so that a study without them keeps its bytes
+    if first.validation is not None:
+        judge["validation"] = first.validation
+    if first.min_kappa is not None:
+        judge["min_kappa"] = first.min_kappa
+    if len(plan.judges) > 1:
+        second_judge = {**judge["second"]}
+        if plan.judges[1].validation is not None:
+            second_judge["validation"] = plan.judges[1].validation
+        judge["second"] = second_judge
+        judge["inter_judge"] = inter_judge(plan, calls)
     pairings = build_pairings(pairs, judge=judge, guards=[g.record() for g in plan.guards],
                               models=[m.metadata for m in plan.models], thresholds=plan.thresholds, date=date)
     pairings["meta"]["study"] = {
@@ -279,6 +293,39 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls:
     files = [out_dir / "pairings.json", *write_cases(plan, out_dir, verdicts, calls)]
     files += write_plots(pairings, out_dir)
     return StudyOutcome(out_dir, pairings, calls=calls, files=files)
+
+
+def inter_judge(plan: StudyPlan, calls: ResponseOutcome) -> dict[str, Any]:
+    """The two judges' agreement with each other over every case both judged."""
+    both = []
+    for model in plan.models:
+        for t in plan.transformations:
+            for prompt in plan.prompts:
+                a = calls.judgements.get((0, model.id, prompt.id, t.name))
+                b = calls.judgements.get((1, model.id, prompt.id, t.name))
+                if a is not None and b is not None:
+                    both.append((a, b))
+    return judges_agreement(both)
+
+
+def judges_agreement(both: Sequence[tuple[JudgeVerdict, JudgeVerdict]]) -> dict[str, Any]:
+    """Cohen's kappa on comply vs not comply between two judges: each judgement reads two
+    responses (original and transformed behaviour); a side either judge left without a
+    behaviour (unparseable) is left out."""
+    first, second = [], []
+    for a, b in both:
+        for side in ("original_behaviour", "transformed_behaviour"):
+            x, y = getattr(a, side), getattr(b, side)
+            if x is not None and y is not None:
+                first.append(comply(x))
+                second.append(comply(y))
+    figures = agreement(first, second)
+    return {"n": len(first), "cases": INTER_JUDGE_CASES, "kappa_comply": figures["kappa"].as_dict(),
+            "accuracy_comply": figures["accuracy"].as_dict()}
+
+
+INTER_JUDGE_CASES = ("responses both judges read (original and transformed side of each judged case), each "
+                     "judge's behaviour mapped to comply (complies) vs not comply")
 
 
 def write_cases(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls: ResponseOutcome) -> list[Path]:
