@@ -12,6 +12,8 @@ at once, and each run's driver is its only writer.
 
 from __future__ import annotations
 
+import sqlite3
+import sys
 from collections.abc import Iterable
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
@@ -67,6 +69,7 @@ class VerdictCache:
         self.path = path
         self.guard = guard_key(info)
         self._file = SharedFile(path, SCHEMA)
+        self.full = False  # set once a write found the file or its disk full: later verdicts go unstored
 
     def get(self, text: str) -> Verdict | None:
         return self.get_many([text]).get(text)
@@ -78,10 +81,19 @@ class VerdictCache:
         return {by_key[key]: Verdict(label, p_unsafe=p_unsafe, raw=raw) for key, label, p_unsafe, raw in rows}
 
     def put_many(self, items: Iterable[tuple[str, Verdict]]) -> None:
+        """Store completed verdicts. A full disk or cache (SQLITE_FULL) is not the run's failure:
+        one warning, and the run goes on uncached (its results do not depend on the cache)."""
         rows = [(verdict_key(self.guard, text), self.guard, v.label, v.p_unsafe, v.raw) for text, v in items]
-        if rows:
-            with self._file.db:
-                self._file.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", rows)
+        if rows and not self.full:
+            try:
+                with self._file.db:
+                    self._file.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", rows)
+            except sqlite3.OperationalError as exc:
+                if "full" not in str(exc):
+                    raise
+                self.full = True
+                print(f"warning: the verdict cache {self.path} is full ({exc}); "
+                      "the run goes on without storing verdicts", file=sys.stderr, flush=True)
 
     def __len__(self) -> int:
         return int(self._file.db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
