@@ -6,6 +6,7 @@ astral character is one). Text is compared exactly as given: never trimmed or no
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -25,6 +26,24 @@ def mean_length(texts: Iterable[str]) -> float:
     if not lengths:
         raise ValueError("mean_length of an empty corpus")
     return sum(lengths) / len(lengths)
+
+
+OUTLIER_RATIO = 10.0  # a prompt this many times the median length is an outlier for the corpus unit
+
+
+def cost_unit_warning(prompts: Iterable[tuple[str, str]]) -> str | None:
+    """For the `corpus` norm: a warning naming the longest prompt (id, text) when it is an outlier
+    (over OUTLIER_RATIO x the median length), since it alone can scale every prompt's cost; else None."""
+    items = list(prompts)
+    if not items:
+        return None
+    median = statistics.median(len(text) for _, text in items)
+    longest_id, longest = max(items, key=lambda item: len(item[1]))
+    if median <= 0 or len(longest) <= OUTLIER_RATIO * median:
+        return None
+    return (f"cost unit: the corpus mean length {mean_length(t for _, t in items):,.1f} over {len(items):,} prompts; "
+            f"prompt {longest_id} ({len(longest):,} characters) is over {OUTLIER_RATIO:g}x the median "
+            f"({median:,.1f}) and scales every cost (--cost-norm prompt divides by each prompt's own length)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,14 @@ from margin.util.hashing import sha256_bytes
 COLUMNS = ("id", "prompt", "type", "label", "focus", "note")
 REQUIRED = ("id", "prompt", "label")
 VALID_LABELS: tuple[Label, ...] = ("safe", "unsafe")
+# One row-size rule for every text format: a JSONL line, or a CSV row's fields together, at most
+# this many characters (CSV's own per-field limit, 128 Ki). A longer row is refused naming its line.
+MAX_ROW_CHARS = 131_072
+
+
+def _row_too_long(path: str | Path, line: int) -> InputError:
+    return InputError(f"row longer than {MAX_ROW_CHARS:,} characters (the limit for a dataset row)",
+                      path=path, line=line)
 
 # XSTest (Röttger et al., NAACL 2024; CC BY 4.0), pinned to one upstream commit.
 XSTEST_URL = (
@@ -156,6 +164,7 @@ def _decode(data: bytes, path: str | Path) -> str:
 
 
 def _csv_rows(text: str, path: str | Path) -> tuple[list[tuple[int, dict[str, object]]], list[str]]:
+    csv.field_size_limit(MAX_ROW_CHARS)  # process-wide; the rule is margin's, not the csv default's
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader)
@@ -173,9 +182,13 @@ def _csv_rows(text: str, path: str | Path) -> tuple[list[tuple[int, dict[str, ob
                     raise InputError(
                         f"expected {len(columns)} fields, got {len(record)}", path=path, line=start
                     )
+                if sum(map(len, record)) + len(record) - 1 > MAX_ROW_CHARS:
+                    raise _row_too_long(path, start)
                 rows.append((start, dict(zip(columns, record, strict=True))))
             start = reader.line_num + 1
     except csv.Error as exc:
+        if "field larger than field limit" in str(exc):
+            raise _row_too_long(path, start) from None
         raise InputError(f"malformed CSV ({exc})", path=path, line=start) from None
     return rows, columns
 
@@ -186,6 +199,8 @@ def _jsonl_rows(text: str, path: str | Path) -> tuple[list[tuple[int, dict[str, 
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        if len(line) > MAX_ROW_CHARS:
+            raise _row_too_long(path, number)
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:

@@ -6,7 +6,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from margin.datasets import XSTEST_SHA256, load_dataset
+from margin.datasets import MAX_ROW_CHARS, XSTEST_SHA256, load_dataset
 from margin.errors import InputError
 
 HEADER = "id,prompt,type,label,focus,note\n"
@@ -143,3 +143,23 @@ def test_xstest_from_env_is_cached_so_score_and_merge_find_it_without_the_variab
     monkeypatch.setattr(datasets, "XSTEST_URL", "http://127.0.0.1:9/xstest_prompts.csv")  # no download
     assert rescore([tmp_path / "kw"]).results == outcome.results
     assert merge_runs([tmp_path / "kw"], tmp_path / "merged").results == outcome.results
+
+
+@pytest.mark.parametrize("size", [MAX_ROW_CHARS // 2, MAX_ROW_CHARS * 4])
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_one_row_size_rule_for_csv_and_jsonl(tmp_path, fmt, size):
+    """Issue 34, item 8: CSV refused a 128 KiB row while JSONL took a 50 MB one; now one limit."""
+    long = "x" * size
+    if fmt == "csv":
+        content = f'id,prompt,label\na,short,safe\nb,"{long}",unsafe\n'
+    else:
+        content = "".join(json.dumps(row) + "\n" for row in
+                          [{"id": "a", "prompt": "short", "label": "safe"}, {"id": "b", "prompt": long, "label": "unsafe"}])
+    path = write(tmp_path, f"d.{fmt}", content)
+    if size < MAX_ROW_CHARS:
+        assert load_dataset(str(path)).prompts[1].text == long
+        return
+    with pytest.raises(InputError) as caught:
+        load_dataset(str(path))
+    assert (str(caught.value.path), caught.value.line) == (str(path), 3 if fmt == "csv" else 2)
+    assert f"row longer than {MAX_ROW_CHARS:,} characters" in caught.value.message

@@ -122,3 +122,13 @@ def check_or_fail(checks: Iterable[Callable[[], None]], error: type[Exception]) 
             messages.append(str(exc))
     if messages:
         fail(" | ".join(messages))
+
+
+def say_imported_code(specs: Any) -> None:
+    """Before anything runs, one line per `python:` guard naming the file it will import."""
+    from margin.guards.spec import imported_code
+
+    for spec in specs:
+        line = imported_code(spec)
+        if line is not None:
+            err.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -11,7 +11,15 @@ import typer
 from margin.cli import common
 from margin.cli import options as o
 from margin.cli.app import app, console, err
-from margin.cli.common import check_limits, check_or_fail, fail, fmt, parse_share, resume_command
+from margin.cli.common import (
+    check_limits,
+    check_or_fail,
+    fail,
+    fmt,
+    parse_share,
+    resume_command,
+    say_imported_code,
+)
 from margin.cli.progress import RunProgress
 from margin.engine import settings
 from margin.errors import EndpointDown, InputError
@@ -83,6 +91,7 @@ def run(
     spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
                             threshold=threshold, normalize=normalize, replicas=replicas, num_cpus=num_cpus,
                             num_gpus=num_gpus)
+    say_imported_code([spec])
     config = RunConfig(guard=spec, dataset=dataset, suite=suite, budget=budget, search=search, seed=seed, limit=limit,
                        cost_norm=cost_norm, batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
                        ray_address=ray_address, shard=parse_shard(shard) if shard else None, drivers=drivers,
@@ -101,6 +110,12 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
     try:
         prepared = prepare(config)
         assert prepared.info is not None
+        if prepared.cost_model.norm == "corpus":
+            from margin.cost import cost_unit_warning
+
+            warning = cost_unit_warning((p.id, p.text) for p in prepared.dataset.prompts)
+            if warning is not None:
+                err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
         if prepared.limit_sample:
             from margin.runs.preparing.subset import describe
 

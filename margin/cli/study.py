@@ -9,7 +9,7 @@ import typer
 
 from margin.cli import options as o
 from margin.cli.app import app, console, err
-from margin.cli.common import check_or_fail, fail, interrupted, resume_command
+from margin.cli.common import check_or_fail, fail, interrupted, resume_command, say_imported_code
 from margin.engine import settings
 from margin.errors import EndpointDown, InputError
 
@@ -31,7 +31,7 @@ def study(
     if resume and out is None:
         raise InputError("needs --out, the folder of the study to continue", field="--resume")
     try:
-        plan = prepare(config)
+        plan = prepare(config, on_guard=lambda spec: say_imported_code([spec]))
     except KeyboardInterrupt:
         interrupted(None, None)
     from margin.studies.runner import (

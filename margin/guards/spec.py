@@ -152,6 +152,14 @@ def python_target(name: str) -> tuple[str, str]:
     return path, class_name
 
 
+def imported_code(spec: GuardSpec) -> str | None:
+    """The line saying which file a `python:` guard imports (and so runs), or None for any other guard."""
+    if kind_name(spec.name) != "python":
+        return None
+    file, class_name = python_target(spec.name)
+    return f"runs code: guard {spec.id or spec.name} imports class {class_name} from {Path(file).resolve()}"
+
+
 # What each guard without a model checkpoint accepts besides the fields every guard takes.
 NO_CHECKPOINT = {"keyword": set(), "minilm": {"threshold"}, "python": {"threshold", "revision", "weights"}}
 PACKAGE = "package:"

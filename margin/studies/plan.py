@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,11 +155,13 @@ class StudyPlan:
         }
 
 
-def prepare(path: Path) -> StudyPlan:
+def prepare(path: Path, on_guard: Callable[[GuardSpec], None] | None = None) -> StudyPlan:
+    """The checked plan of the study config at `path`; `on_guard` sees each guard's spec before
+    anything of it is imported or loaded (the CLI says which code a `python:` guard runs)."""
     config, source = read_config(path)
     dataset = _dataset(config, source)
     prompts, limit_sample = _subset(config, source, dataset)
-    guards = tuple(_guard(config, source, i) for i in range(len(config.guards)))
+    guards = tuple(_guard(config, source, i, on_guard) for i in range(len(config.guards)))
     _unique([g.id for g in guards], source, "guards", "guard id")
     models = tuple(_protected(config, source, i) for i in range(len(config.models)))
     _unique([m.id for m in models], source, "models", "model id")
@@ -264,7 +267,8 @@ def _transformations(config: StudyConfig, source: Source) -> tuple[Transformatio
     return tuple(found.values())
 
 
-def _guard(config: StudyConfig, source: Source, index: int) -> GuardPlan:
+def _guard(config: StudyConfig, source: Source, index: int,
+           on_guard: Callable[[GuardSpec], None] | None) -> GuardPlan:
     entry = config.guards[index]
     loc: Loc = ("guards", index)
     fields = dict(entry.model_extra or {})
@@ -277,6 +281,8 @@ def _guard(config: StudyConfig, source: Source, index: int) -> GuardPlan:
         where = (*loc, *key.split("."))
         raise source.error(message, where if where in source.lines else loc) from None
     check_env(spec.api_key_env, source, (*loc, "api_key_env"))
+    if on_guard is not None:
+        on_guard(spec)
     info = describe_guard(spec)
     return GuardPlan(spec, info, entry.name or info.id, entry.creator)
 

@@ -6,14 +6,13 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from margin.errors import InputError
 from margin.transforms.base import Transform
 from margin.transforms.placement import SALIENT
 from margin.transforms.registry import get_transform, registry
 from margin.util.hashing import sha256_bytes
 from margin.util.suggest import did_you_mean
+from margin.util.yamlfile import parse_yaml
 
 EACH_WORD = "@*"  # expands, per prompt, to one candidate per word: @0, @1, ...
 
@@ -59,10 +58,7 @@ def load_suite(spec: str) -> Suite:
 
 
 def parse_suite(data: bytes, source: str) -> Suite:
-    try:
-        spec = yaml.safe_load(data.decode("utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a valid YAML suite ({exc})", path=source) from None
+    spec, _ = parse_yaml(data, source)
     if not isinstance(spec, dict) or "name" not in spec or not isinstance(spec.get("transforms"), list):
         raise InputError("a suite needs `name` and a list `transforms`", path=source)
     entries = []

@@ -19,10 +19,9 @@ import functools
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from margin.transforms.base import Encoder, WrapperTransform
 from margin.transforms.encodings import ENCODERS
+from margin.util.yamlfile import parse_yaml
 
 
 def encoder(name: Any, where: str) -> Encoder:
@@ -62,5 +61,5 @@ def load_wrappers() -> tuple[WrapperTransform, ...]:
     wrappers = []
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".yaml"):
-            wrappers.append(parse_wrapper(yaml.safe_load(entry.read_text("utf-8")), f"wrappers/{entry.name}"))
+            wrappers.append(parse_wrapper(parse_yaml(entry.read_bytes(), f"wrappers/{entry.name}")[0], f"wrappers/{entry.name}"))
     return tuple(wrappers)

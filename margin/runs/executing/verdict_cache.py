@@ -12,6 +12,8 @@ at once, and each run's driver is its only writer.
 
 from __future__ import annotations
 
+import sqlite3
+import sys
 from collections.abc import Iterable
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
@@ -73,6 +75,7 @@ class VerdictCache:
         self.path = path
         self.guard = guard_key(info)
         self._file = SharedFile(path, SCHEMA)
+        self.full = False  # set once a write found the file or its disk full: later verdicts go unstored
 
     def get(self, text: str) -> Verdict | None:
         return self.get_many([text]).get(text)
@@ -86,14 +89,24 @@ class VerdictCache:
                 for key, label, p_unsafe, raw, reply in rows}
 
     def put_many(self, items: Iterable[tuple[str, Verdict]]) -> None:
+        """Store completed verdicts. A full disk or cache (SQLITE_FULL) is not the run's failure:
+        one warning, and the run goes on uncached (its results do not depend on the cache)."""
         keyed = [(verdict_key(self.guard, text), v) for text, v in items]
         rows = [(key, self.guard, v.label, v.p_unsafe, v.raw) for key, v in keyed]
-        if rows:
-            with self._file.db:
-                self._file.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", rows)
-                self._file.db.executemany("DELETE FROM reply_labels WHERE key = ?", [(k,) for k, v in keyed if v.reply is None])
-                self._file.db.executemany("INSERT OR REPLACE INTO reply_labels VALUES (?, ?)",
-                                          [(k, v.reply) for k, v in keyed if v.reply is not None])
+        if rows and not self.full:
+            try:
+                with self._file.db:
+                    self._file.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", rows)
+                    self._file.db.executemany("DELETE FROM reply_labels WHERE key = ?",
+                                              [(k,) for k, v in keyed if v.reply is None])
+                    self._file.db.executemany("INSERT OR REPLACE INTO reply_labels VALUES (?, ?)",
+                                              [(k, v.reply) for k, v in keyed if v.reply is not None])
+            except sqlite3.OperationalError as exc:
+                if "full" not in str(exc):
+                    raise
+                self.full = True
+                print(f"warning: the verdict cache {self.path} is full ({exc}); "
+                      "the run goes on without storing verdicts", file=sys.stderr, flush=True)
 
     def __len__(self) -> int:
         return int(self._file.db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
