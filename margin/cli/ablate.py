@@ -20,6 +20,7 @@ from margin.cli.common import (
     parse_share,
     print_tables,
     resume_command,
+    say_imported_code,
 )
 from margin.engine import settings
 from margin.errors import EndpointDown, InputError
@@ -80,6 +81,7 @@ def ablate(
                           requests_per_second=requests_per_second, hedge_after=hedge_after, max_outage=max_outage)
     spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
                             threshold=threshold, replicas=replicas, num_cpus=num_cpus, num_gpus=num_gpus)
+    say_imported_code([spec])
     config = RunConfig(guard=spec, dataset=dataset, suite=suite, budget=budget, search=search, seed=seed, limit=limit,
                        cost_norm=cost_norm, batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
                        ray_address=ray_address, cache=not no_cache,

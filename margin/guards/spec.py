@@ -153,10 +153,13 @@ def python_target(name: str) -> tuple[str, str]:
 
 
 def imported_code(spec: GuardSpec) -> str | None:
-    """The line saying which file a `python:` guard imports (and so runs), or None for any other guard."""
+    """The line saying which file a `python:` guard imports (and so runs), or None for any other
+    guard or a file that is not there."""
     if kind_name(spec.name) != "python":
         return None
     file, class_name = python_target(spec.name)
+    if not Path(file).is_file():
+        return None  # nothing to import: the error that it is missing comes next, alone
     return f"runs code: guard {spec.id or spec.name} imports class {class_name} from {Path(file).resolve()}"
 
 

@@ -80,10 +80,15 @@ def hold(folder: Path, *, what: str = "folder") -> Iterator[Hold]:
         _held[key] = [1, held]
     try:
         yield held
+    except BaseException:
+        # A start refused or failed before it wrote anything leaves no folder it made.
+        _release(folder, fd, remove=made and _empty(folder))
+        raise
+    else:
+        _release(folder, fd)
     finally:
         with _guard:
             del _held[key]
-        _release(folder, fd)
 
 
 def _make(folder: Path) -> bool:
@@ -128,9 +133,18 @@ def _read(fd: int) -> str:
     return os.pread(fd, 512, 0).decode("utf-8", "replace").strip()
 
 
-def _release(folder: Path, fd: int) -> None:
+def _empty(folder: Path) -> bool:
+    try:
+        return not entries(folder)
+    except OSError:
+        return False  # gone already
+
+
+def _release(folder: Path, fd: int, *, remove: bool = False) -> None:
     try:
         (folder / LOCK_NAME).unlink(missing_ok=True)  # still locked: nobody can have taken the file over
+        if remove:
+            folder.rmdir()  # fails, and so keeps it, if anyone wrote into it meanwhile
     except OSError:
         pass  # the folder went away (a failed start removed it)
     finally:

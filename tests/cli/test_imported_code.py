@@ -40,3 +40,18 @@ def test_a_guard_that_imports_nothing_prints_no_such_line(tmp_path):
                   "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     assert "runs code:" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.timeout(120)
+def test_ablate_names_the_file_it_imports_before_importing_it(tmp_path):
+    (tmp_path / "g.py").write_text(GUARD, "utf-8")
+    proc = margin("ablate", "--guard", f"python:{tmp_path / 'g.py'}:Guard", "--suite", "quick", "--limit", "1",
+                  "--defences", "nfkc", "--engine", "local", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines()[0] == imported_line(tmp_path), proc.stderr
+
+
+def test_a_missing_guard_file_is_one_error_and_no_such_line(tmp_path):
+    proc = margin("run", "--guard", f"python:{tmp_path / 'none.py'}:Guard", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and "runs code:" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -28,6 +28,19 @@ def test_a_hold_makes_the_folder_names_its_holder_and_leaves_nothing(tmp_path):
         assert not again.made
 
 
+def test_a_start_that_fails_before_writing_leaves_no_folder_it_made(tmp_path):
+    made, given = tmp_path / "made", tmp_path / "given"
+    given.mkdir()
+    for folder in (made, given):
+        with pytest.raises(InputError), hold(folder):
+            raise InputError("refused after the lock was taken", field="--call-timeout")
+    assert not made.exists() and given.is_dir() and list(given.iterdir()) == []
+    with pytest.raises(InputError), hold(made):  # what it wrote before failing stays, for the caller to judge
+        (made / "run.json").write_text("{}")
+        raise InputError("failed after writing", field="--out")
+    assert [p.name for p in made.iterdir()] == ["run.json"]
+
+
 def test_a_second_process_is_refused_naming_the_holder(tmp_path):
     folder = tmp_path / "run"
     code = ("import sys; from pathlib import Path; from margin.util.folderlock import hold, FolderBusy\n"
