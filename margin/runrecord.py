@@ -77,6 +77,10 @@ class LimitSample:
     def counts(self) -> dict[str, int]:
         return dict(self.by_label)
 
+    def to_json(self) -> dict[str, Any]:
+        """As run.json, study.json and pairings.json record it."""
+        return {"method": self.method, "by_label": self.counts()}
+
 
 @dataclass(frozen=True)
 class RunRecord:
@@ -160,7 +164,7 @@ class RunRecord:
             "limit": self.limit,
         }
         if self.limit_sample is not None:
-            out["limit_sample"] = {"method": self.limit_sample.method, "by_label": self.limit_sample.counts()}
+            out["limit_sample"] = self.limit_sample.to_json()
         out["shard"] = list(self.shard) if self.shard else None
         if self.protocol is not None:
             out["protocol"] = self.protocol
