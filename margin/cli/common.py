@@ -63,8 +63,15 @@ def resume_command(command: str, folder: Path, argv: list[str] | None = None) ->
     """This invocation of `margin COMMAND` again, continuing `folder` (`margin run ...
     --resume DIR`; `margin study|ablate ... --out DIR --resume`): what to type once an endpoint
     that was down is back, or after a Ctrl-C."""
+    from margin.backends.secrets import public_url
+
     tail = ["--resume", str(folder)] if command == "run" else ["--out", str(folder), "--resume"]
-    return shlex.join(["margin", command, *_without_out(command, argv), *tail])
+    # Printed, so a URL's credentials are not: the user gives them again where it says [redacted].
+    def shown(arg: str) -> str:
+        flag, eq, value = arg.partition("=")
+        return f"{flag}={public_url(value)}" if eq and flag.startswith("--") else public_url(arg)
+
+    return shlex.join(["margin", command, *map(shown, _without_out(command, argv)), *tail])
 
 
 def _without_out(command: str, argv: list[str] | None) -> list[str]:
