@@ -16,6 +16,7 @@ from margin.backends.secrets import public_url, published_url
 from margin.cli.common import resume_command
 from margin.errors import InputError
 from margin.guards.make import describe_guard, parse_guard_spec
+from margin.studies.models import ModelSpec, model_identity
 from tests.support.cli import margin
 from tests.support.openai_server import FakeOpenAI
 
@@ -52,6 +53,13 @@ def test_a_credentialed_url_gives_the_same_guard_id_as_the_url_without_them():
     secret = describe_guard(parse_guard_spec("llama-guard-3-8b", backend="openai",
                                              base_url=f"http://{USER}:{PASSWORD}@h:1/v1"))
     assert secret.id == plain.id and dict(secret.params)["base_url"] == "http://[redacted]@h:1/v1"
+
+
+def test_a_study_model_identity_holds_the_redacted_url_and_keeps_a_plain_one():
+    secret = model_identity(ModelSpec(model="m", base_url=f"http://{USER}:{PASSWORD}@h:1/v1"), 64)
+    plain = model_identity(ModelSpec(model="m", base_url="http://h:1/v1"), 64)
+    assert secret["base_url"] == "http://[redacted]@h:1/v1" and plain["base_url"] == "http://h:1/v1"
+    assert PASSWORD not in json.dumps(secret)
 
 
 def test_urls_that_are_published_as_given_refuse_credentials_without_showing_them():
