@@ -109,16 +109,32 @@ def test_check_and_diff_refuse_such_a_snapshot_naming_file_and_field(run, tmp_pa
     one_error(margin("diff", good, str(bad)), str(bad), field)
 
 
-def test_a_run_record_with_a_nan_budget_is_refused(run, tmp_path):
-    folder = tmp_path / "run"
+def copy_run(run: Path, folder: Path) -> Path:
     folder.mkdir()
     for path in run.iterdir():
         if path.is_file():
             (folder / path.name).write_bytes(path.read_bytes())
+    return folder
+
+
+def test_a_run_record_with_a_nan_budget_is_refused(run, tmp_path):
+    folder = copy_run(run, tmp_path / "run")
     record = json.loads((folder / "run.json").read_text())
     record["budget"] = math.nan
     (folder / "run.json").write_text(json.dumps(record))
     one_error(margin("report", str(folder)), "run.json", "budget", "finite")
+
+
+def test_a_nan_flip_cost_in_results_is_refused_by_report_and_publish_before_anything_is_written(run, tmp_path):
+    folder = copy_run(run, tmp_path / "run")
+    lines = (folder / "results.jsonl").read_text().splitlines()
+    first = json.loads(lines[1])
+    first["flip_cost"] = math.inf
+    lines[1] = json.dumps(first)
+    (folder / "results.jsonl").write_text("\n".join(lines) + "\n")
+    one_error(margin("report", str(folder)), "results.jsonl:2", "flip_cost", "finite")
+    one_error(margin("publish", str(folder), "--out", str(tmp_path / "pub")), "results.jsonl:2", "flip_cost")
+    assert not (tmp_path / "pub").exists()
 
 
 def test_a_pairings_snapshot_with_a_nan_figure_is_refused():
