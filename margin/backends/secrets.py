@@ -122,7 +122,8 @@ def _is_credential(item: re.Match[str]) -> bool:
 
 
 def redact(text: str) -> str:
-    for secret in _secrets:
+    # Longest first: `user:password` goes whole, whichever order the set holds them in.
+    for secret in sorted(_secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, REDACTED)
     return text

@@ -8,11 +8,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import socket
 from pathlib import Path
 
 import pytest
 
-from margin.backends.secrets import public_url, published_url
+from margin.backends.secrets import public_url, published_url, redact, register_url
 from margin.cli.common import resume_command
 from margin.errors import InputError
 from margin.guards.make import describe_guard, parse_guard_spec
@@ -60,6 +61,25 @@ def test_a_study_model_identity_holds_the_redacted_url_and_keeps_a_plain_one():
     plain = model_identity(ModelSpec(model="m", base_url="http://h:1/v1"), 64)
     assert secret["base_url"] == "http://[redacted]@h:1/v1" and plain["base_url"] == "http://h:1/v1"
     assert PASSWORD not in json.dumps(secret)
+
+
+def test_registered_url_credentials_are_redacted_from_any_text_but_short_ones_are_not():
+    register_url("http://bob:hunter2-ab12cd@h/v1?api_key=qk-77ffee11&v=2&token=short")
+    basic = base64.b64encode(b"bob:hunter2-ab12cd").decode()
+    text = f"echo: Basic {basic}; bob:hunter2-ab12cd; hunter2-ab12cd; qk-77ffee11; short"
+    assert redact(text) == "echo: Basic [redacted]; [redacted]; [redacted]; [redacted]; short"
+
+
+def test_an_endpoint_that_refuses_the_connection_is_named_by_its_redacted_url(tmp_path):
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = margin("run", "--guard", "llama-guard-3-8b", "--backend", "openai", "--base-url",
+                  f"http://{USER}:{PASSWORD}@127.0.0.1:{port}/v1", "--engine", "local", "--suite", "quick",
+                  "--limit", "4", "--max-outage", "2s", "--out", str(tmp_path / "run"))
+    assert proc.returncode != 0
+    assert f"http://[redacted]@127.0.0.1:{port}/v1" in proc.stderr and PASSWORD not in proc.stdout + proc.stderr
+    assert _leaks(tmp_path, [PASSWORD, TOKEN, f"{USER}:"]) == []
 
 
 def test_urls_that_are_published_as_given_refuse_credentials_without_showing_them():
