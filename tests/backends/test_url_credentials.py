@@ -135,6 +135,11 @@ def test_a_credentialed_base_url_never_leaves_the_process(tmp_path):
         proc = margin(*command, env=env)
         assert proc.returncode == 0, (command, proc.stderr)
         printed.append(proc.stdout + proc.stderr)
+    for command in (("publish", str(tmp_path / "run"), "--out", str(tmp_path / "pub2")),
+                    ("site", str(tmp_path / "pub"), "--out", str(tmp_path / "site2"))):
+        refused = margin(*command, "--base-url", f"https://{USER}:{PASSWORD}@example.org/margin", env=env)
+        assert refused.returncode == 2 and "https://[redacted]@example.org/margin" in refused.stderr, refused.stderr
+        printed.append(refused.stdout + refused.stderr)
     assert (tmp_path / "site" / "index.html").is_file() and list(cache.iterdir())
     needles = [PASSWORD, TOKEN, f"{USER}:"]
     assert _leaks(tmp_path, needles) == []
