@@ -10,6 +10,7 @@ they are and rewrite to the same bytes.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,6 +221,8 @@ def _field(data: Mapping[str, Any], key: str, kind: Any, path: Path, *, optional
     value = data[key]
     if not isinstance(value, kind) or isinstance(value, bool):
         raise InputError(f"expected {_KINDS[kind]}, not {type(value).__name__}", path=path, field=name)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"expected a finite number, not {value}", path=path, field=name)
     return value
 
 

@@ -4,6 +4,7 @@ ends (a `Ladder`), so a run's memory does not grow with its dataset."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -138,8 +139,8 @@ def check_call_timeout(config: RunConfig, remote: bool) -> None:
 
 def prepare_inputs(config: RunConfig) -> PreparedRun:
     """Validate the inputs; no guard is involved (`margin score` replays through this)."""
-    if config.budget <= 0:
-        raise InputError("must be positive", field="--budget")
+    if not (math.isfinite(config.budget) and config.budget > 0):  # NaN compares false both ways
+        raise InputError(f"must be a finite number above 0, not {config.budget:g}", field="--budget")
     if config.search not in STRATEGIES:
         raise InputError(f"unknown search {config.search!r}; expected one of {', '.join(STRATEGIES)}",
                          field="--search")
