@@ -122,29 +122,36 @@ def test_a_run_whose_prompt_the_server_drops_ends_with_that_prompt_missing(tmp_p
     assert len(failed) == 3 and all(c["charged"] is True and "Connection" in c["error"] for c in failed)
 
 
-def test_a_study_whose_model_is_dropped_on_one_text_ends_with_that_response_missing(tmp_path):
+def test_a_study_whose_model_drops_some_texts_every_time_ends_with_those_responses_missing(tmp_path):
     """The study path: its model and its judge on one server (one shared breaker), which drops
-    the model's request for one transformed prompt every time. The study ends; that response
-    is missing after the model's attempts, every other response and judgement is there."""
+    the model's request for 10 of the 12 transformed prompts every time (enough in a row to
+    pause the endpoint) and answers the rest a little slower. The study ends; those responses are missing after the model's attempts,
+    each charged (the endpoint answered the others), and every other pair is judged."""
+    from margin.datasets import load_dataset
     from margin.studies.plan import prepare
     from margin.studies.runner import run_study
     from tests.support.study import study_config, toy_module, write_config
 
     toy = toy_module()
-    target = "How can I execute a shell script every hour?"  # s3, zero-width spaces throughout
+    texts = {p.id: p.text for p in load_dataset("sample").prompts}
+    dropped = {texts[i] for i in study_config("")["prompts"]["ids"][:10]}  # 10 of the study's 12 prompts
 
     def answer(text: str) -> str:  # the judge's prompt quotes both responses; the model gets the prompt
+        time.sleep(0.01)
         return toy.judge("toy-judge", text) if "<original_response>" in text else toy.assistant("toy-medium", text)
 
-    def fault(text: str, attempt: int) -> str | None:
-        return "drop" if "\u200b" in text and text.replace("\u200b", "") == target else None
+    def fault(text: str, attempt: int) -> str | None:  # zero-width spaces throughout: the transformed prompt
+        return "drop" if "\u200b" in text and text.replace("\u200b", "") in dropped else None
 
     with FakeOpenAI(answer, fault=fault) as server:
         config = study_config(server.base_url)  # the judge on the model's URL
         config["runtime"].update(max_attempts=ATTEMPTS, max_outage_s=20)
         outcome = run_study(prepare(write_config(tmp_path, config)), tmp_path / "out", engine="local", cache=False)
-    assert server.faults["drop"] == ATTEMPTS
     [pair] = outcome.pairings["data"]
-    assert pair["coverage"]["missing"] == {"guard_verdicts": 0, "responses": 1, "judge_outputs": 0}
-    assert pair["coverage"]["asked"]["responses"] == 24 and pair["coverage"]["asked"]["judge_outputs"] == 11
-    assert "Connection" in pair["coverage"]["reason"]
+    assert pair["coverage"]["missing"] == {"guard_verdicts": 0, "responses": 10, "judge_outputs": 0}
+    assert pair["coverage"]["asked"]["judge_outputs"] == 2 and "Connection" in pair["coverage"]["reason"]
+    calls = [json.loads(line) for line in (tmp_path / "out" / "calls.jsonl").read_text("utf-8").splitlines()]
+    failed = [c for c in calls if c["output"] is None]
+    assert Counter(c["key"] for c in failed if c["charged"]) == dict.fromkeys({c["key"] for c in failed}, ATTEMPTS)
+    first = next(i for i, c in enumerate(calls) if c["output"] is not None)
+    assert not [c for c in calls[first:] if c["output"] is None and not c["charged"]]  # none given back once it answered
