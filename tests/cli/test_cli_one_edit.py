@@ -13,7 +13,7 @@ def lines(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-@pytest.mark.slow  # a certified run asks every one-edit variant of its prompts (about 9 s)
+@pytest.mark.slow  # a certified run asks every single edit of its certified set (15 s here, load average 6)
 def test_one_edit_all_certifies_every_cost_and_is_recorded(tmp_path):
     guided, every = tmp_path / "guided", tmp_path / "all"
     common = ["run", "--guard", "keyword", "--search", "adaptive", "--engine", "local", "--no-cache"]
