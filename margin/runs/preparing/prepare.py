@@ -19,7 +19,7 @@ from margin.guards.base import Guard
 from margin.guards.make import describe_guard
 from margin.guards.spec import GuardSpec
 from margin.guards.weights import check_loadable
-from margin.runrecord import DEFAULT_MAX_CALLS, LimitSample, Named, RunRecord
+from margin.runrecord import DEFAULT_MAX_CALLS, EditSet, LimitSample, Named, RunRecord
 from margin.runs.executing.guard_pool import is_remote
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.shards import select_shard
@@ -28,6 +28,7 @@ from margin.search.adaptive import ONE_EDIT_MODES
 from margin.search.candidates import Ladder, original_candidate
 from margin.search.incumbents import load_incumbents
 from margin.search.make import STRATEGIES, STRATEGY_TABLE, Strategy, make_search, strategy
+from margin.search.single_edits import KINDS, edit_transforms
 from margin.search.strategies import PromptSearch
 from margin.transforms.suites import Suite, load_suite
 from margin.types import Candidate, Flip, GuardInfo, Prompt
@@ -95,7 +96,8 @@ class PreparedRun:
             max_calls=(c.max_calls or DEFAULT_MAX_CALLS) if adaptive else None,
             incumbents=c.incumbents if adaptive else None,
             # runs made before --one-edit have no key, so the default is not recorded
-            one_edit=c.one_edit if adaptive and c.one_edit not in (None, "guided") else None)
+            one_edit=c.one_edit if adaptive and c.one_edit not in (None, "guided") else None,
+            one_edit_set=EditSet(KINDS, edit_transforms()) if adaptive and c.one_edit == "all" else None)
 
 
 def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
