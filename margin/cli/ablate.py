@@ -122,6 +122,9 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, r
             try:
                 outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, resume=resume,
                                        on_start=start)
+                print_tables(ablation_tables(outcome.record))  # a Ctrl-C meanwhile still says --resume
+                console.print(f"wrote {out_dir}/: one run folder per defence, "
+                              f"{', '.join(p.name for p in outcome.files)}")
             except KeyboardInterrupt:
                 if kept_if_recorded(out_dir, held.made):
                     interrupted(out_dir, f"continue with\n  {resume_command('ablate', out_dir)}")
@@ -129,8 +132,6 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, r
     except EndpointDown as exc:
         fail(f"{exc}. The ablation stopped; what it recorded is kept in {out_dir}/. When the endpoint is back, "
              f"continue with: {resume_command('ablate', out_dir)}")
-    print_tables(ablation_tables(outcome.record))
-    console.print(f"wrote {out_dir}/: one run folder per defence, {', '.join(p.name for p in outcome.files)}")
 
     def check(label: str, results: Any) -> Callable[[], None]:
         def run() -> None:

@@ -61,6 +61,19 @@ def study(
             outcome = run_study(plan, out_dir, resume=resume, engine=engine,  # type: ignore[arg-type]
                                 ray_address=ray_address, cache=not no_cache, on_stage=on_stage,
                                 on_batch=on_batch)
+        # printed inside the try: a Ctrl-C meanwhile still names the folder and its --resume
+        for table in evidence_tables(outcome.pairings):
+            console.print(table)
+        console.print(pairs_table(outcome.pairings))
+        if (judges := judges_table(outcome.pairings)) is not None:
+            console.print(judges)
+        calls = outcome.calls
+        guard_calls = sum(s.sent for s in outcome.guards.values())
+        console.print(f"guard calls {guard_calls} (cache hits {sum(s.cache_hits for s in outcome.guards.values())}), "
+                      f"model and judge calls {calls.sent} (cache hits {calls.cached}, replayed {calls.replayed}, "
+                      f"missing {calls.missing})")
+        console.print(f"wrote {out_dir}/ (pairings.json, cases.jsonl, pairing-matrix.png, capability-ladder.png, "
+                      f"receipts)")
     except KeyboardInterrupt:
         if (out_dir / "study.json").is_file():
             interrupted(out_dir, f"continue with\n  {resume_command('study', out_dir)}")
@@ -70,16 +83,4 @@ def study(
              f"continue with: {resume_command('study', out_dir)}")
     except RuntimeError as exc:  # an actor or guard that cannot start: say so in one line
         fail(str(exc))
-    for table in evidence_tables(outcome.pairings):
-        console.print(table)
-    console.print(pairs_table(outcome.pairings))
-    if (judges := judges_table(outcome.pairings)) is not None:
-        console.print(judges)
-    calls = outcome.calls
-    guard_calls = sum(s.sent for s in outcome.guards.values())
-    console.print(f"guard calls {guard_calls} (cache hits {sum(s.cache_hits for s in outcome.guards.values())}), "
-                  f"model and judge calls {calls.sent} (cache hits {calls.cached}, replayed {calls.replayed}, "
-                  f"missing {calls.missing})")
-    console.print(f"wrote {out_dir}/ (pairings.json, cases.jsonl, pairing-matrix.png, capability-ladder.png, "
-                  f"receipts)")
     check_or_fail([lambda: check_coverage(outcome, plan.config.runtime.max_missing)], CoverageError)
