@@ -3,6 +3,8 @@ every command prints to."""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Annotated
 
 import typer
@@ -19,8 +21,21 @@ app.add_typer(guards_app, name="guards")
 #: The command line as typed (after `margin`), for messages that repeat it (Ctrl-C's resume command).
 ARGS: list[str] = []
 
-console = Console()
-err = Console(stderr=True)
+#: Columns for output that is not a terminal (`| less`, `> file`, a CI log), unless $COLUMNS
+#: says otherwise: every table as wide as its contents, so no name is ever cut to `contrast_d…`.
+UNCUT = 100_000
+
+
+def _width(stream: object) -> int | None:
+    """None (rich asks the terminal) on a terminal or with $COLUMNS; else wide enough for anything."""
+    isatty = getattr(stream, "isatty", None)
+    if os.environ.get("COLUMNS") or (isatty is not None and isatty()):
+        return None
+    return UNCUT
+
+
+console = Console(width=_width(sys.stdout))
+err = Console(stderr=True, width=_width(sys.stderr))
 
 
 def version() -> str:
