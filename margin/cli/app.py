@@ -3,6 +3,8 @@ every command prints to."""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -22,6 +24,17 @@ app.add_typer(guards_app, name="guards")
 #: The command line as typed (after `margin`), for messages that repeat it (Ctrl-C's resume command).
 ARGS: list[str] = []
 
+#: Columns for output that is not a terminal (`| less`, `> file`, a CI log), unless $COLUMNS
+#: says otherwise: every table as wide as its contents, so no name is ever cut to `contrast_d…`.
+UNCUT = 100_000
+
+
+def _width(stream: object) -> int | None:
+    """None (rich asks the terminal) on a terminal or with $COLUMNS; else wide enough for anything."""
+    isatty = getattr(stream, "isatty", None)
+    if os.environ.get("COLUMNS") or (isatty is not None and isatty()):
+        return None
+    return UNCUT
 
 
 class VisibleConsole(Console):
@@ -33,8 +46,8 @@ class VisibleConsole(Console):
         return super().render_str(make_visible(text), **kwargs)
 
 
-console = VisibleConsole()
-err = VisibleConsole(stderr=True)
+console = VisibleConsole(width=_width(sys.stdout))
+err = VisibleConsole(stderr=True, width=_width(sys.stderr))
 
 
 def version() -> str:

@@ -94,13 +94,15 @@ def _without_out(command: str, argv: list[str] | None) -> list[str]:
 
 def interrupted(out_dir: Path | None, next_step: str | None) -> NoReturn:
     """Ctrl-C: what was recorded stays in `out_dir`, and `next_step` says what to type next
-    (the command that continues it); exit 130. None: nothing was recorded."""
+    (the command that continues it); exit 130. None: nothing was recorded. (SystemExit, not
+    typer.Exit: typer turns a Ctrl-C no command caught into exit code 130 too, which `main`
+    then says in its own line.)"""
     if out_dir is not None and next_step is not None:
         err.print(f"interrupted: {out_dir}/ keeps what was recorded; {next_step}", markup=False,
                   highlight=False, soft_wrap=True)
     else:
         err.print("interrupted before anything was recorded; nothing was written", markup=False, highlight=False)
-    raise typer.Exit(130)
+    sys.exit(130)
 
 
 def families() -> dict[str, str]:

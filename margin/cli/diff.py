@@ -3,6 +3,7 @@ B minus A with intervals, and the CI gate on top of it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -61,6 +62,7 @@ def check(
     max_drop: Annotated[float, typer.Option("--max-drop", help="tolerated drop in margin points")] = 0.0,
     min_balanced: Annotated[float | None, typer.Option("--min-balanced", help="floor on the balanced margin")] = None,
     per_class: Annotated[bool, typer.Option("--per-class", help="also gate the unsafe and safe margins")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the verdict, its findings and the comparison as JSON")] = False,
 ) -> None:
     """Exit 1 if the balanced margin (with --per-class, a class margin too) dropped
     significantly against the baseline, or is under --min-balanced; else 0."""
@@ -75,7 +77,12 @@ def check(
     side_a, side_b = load_pair(baseline, run)
     document = diff_document(side_a, side_b, families())
     verdict = judge(document, max_drop=max_drop, min_balanced=min_balanced, per_class=per_class)
-    for line in explain(document, verdict):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if as_json:
+        findings = [dataclasses.asdict(f) for f in verdict.findings]
+        sys.stdout.write(json.dumps({"passed": verdict.passed, "findings": findings, "diff": document},
+                                    ensure_ascii=False) + "\n")
+    else:
+        for line in explain(document, verdict):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     if not verdict.passed:
         raise typer.Exit(1)

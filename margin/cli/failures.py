@@ -75,6 +75,16 @@ def exit_unexpected(exc: BaseException) -> NoReturn:
     sys.exit(1)
 
 
-def exit_interrupted() -> NoReturn:
-    sys.stderr.write("interrupted\n")
+#: The commands that write a folder as they go: each says what a Ctrl-C left once it has begun
+#: writing, so one that reaches `main` came before anything was written.
+WRITERS = ("run", "study", "ablate")
+
+
+def exit_interrupted(command: str | None = None) -> NoReturn:
+    """Ctrl-C that no command caught (while it parsed its options, loaded, or for a command
+    that reads only): exit 130."""
+    if command in WRITERS:
+        sys.stderr.write("interrupted before anything was recorded; nothing was written\n")
+    else:
+        sys.stderr.write("interrupted\n")
     sys.exit(130)

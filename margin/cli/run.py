@@ -123,21 +123,21 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
             console.print(describe(prepared.limit_sample, len(prepared.dataset.prompts)), markup=False, highlight=False)
         out_dir = target = resume or out or default_out_dir(prepared.info.id)
         outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
+        print_summary(outcome)  # a Ctrl-C while it prints still says where the run is
+        normalize = prepared.spec.normalize if prepared.spec is not None else None
+        if normalize is not None and "decode" in normalize.split("+"):
+            from margin.runfolder import read_jsonl
+            from margin.runs.ablate import decoded_calls
+
+            extra = decoded_calls(prepared, read_jsonl(out_dir / "receipts.jsonl"), normalize)
+            asked = sum(r.guard_calls for r in outcome.results)
+            console.print(f"decode: the guard also read {extra:,} decoded texts for the {asked:,} candidates "
+                          f"asked about ({asked + extra:,} guard reads in deployment)")
     except KeyboardInterrupt:
         interrupted(target)
     except EndpointDown as exc:
         fail(f"{exc}. The run stopped; what it recorded is kept in {target}/. When the endpoint is back, "
              f"continue with: {resume_command('run', target)}")
-    print_summary(outcome)
-    normalize = prepared.spec.normalize if prepared.spec is not None else None
-    if normalize is not None and "decode" in normalize.split("+"):
-        from margin.runfolder import read_jsonl
-        from margin.runs.ablate import decoded_calls
-
-        extra = decoded_calls(prepared, read_jsonl(out_dir / "receipts.jsonl"), normalize)
-        asked = sum(r.guard_calls for r in outcome.results)
-        console.print(f"decode: the guard also read {extra:,} decoded texts for the {asked:,} candidates "
-                      f"asked about ({asked + extra:,} guard reads in deployment)")
     return outcome
 
 

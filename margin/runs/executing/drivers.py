@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from margin.engine.actors import ActorPool
-from margin.engine.cluster import connect, disconnect
+from margin.engine.cluster import connect, disconnect, import_ray
 from margin.errors import EndpointDown, InputError
 from margin.runfolder import write_run_record
 from margin.runs.executing.folder import check_run_dir, claim_out_dir, remove_unstarted
@@ -118,7 +118,7 @@ def _execute_drivers(prepared: PreparedRun, out_dir: Path, *, resume: bool, made
                      on_progress: Callable[[int, int], None]) -> RunOutcome:
     """`execute_drivers` with the folder locked and checked (`resume`: False when nothing was
     recorded yet, so it starts afresh; `made`: this process made the folder)."""
-    import ray
+    ray = import_ray()
 
     config = prepared.config
     n = config.drivers
