@@ -12,7 +12,16 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from margin.api import EXPORT_FORMATS, LoadedRun, export, load_run, load_snapshots, receipts_schema, run, study
+    from margin.api import (
+        EXPORT_FORMATS,
+        LoadedRun,
+        export,
+        load_run,
+        load_snapshots,
+        receipts_schema,
+        run,
+        study,
+    )
     from margin.types import (
         Candidate,
         Flip,
