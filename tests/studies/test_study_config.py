@@ -217,3 +217,11 @@ def test_a_study_begun_when_limit_took_the_first_prompts_says_how_to_resume_it(t
     with pytest.raises(InputError, match=r"\(limit_sample, prompts\); it took the first prompts.limit prompts: "
                                          r"list them as prompts.ids, with no limit, to resume it"):
         check_out_dir(plan, tmp_path / "old", resume=True)
+
+
+def test_the_real_small_example_is_a_valid_config():
+    """studies/real-small.yaml (tests/real/ runs it on llama-server): SmolLM2 as guard, model and judge."""
+    plan = prepare(REPO / "studies" / "real-small.yaml", servers=False)  # no server needed to check it
+    assert len(plan.prompts) == 4 and [g.id for g in plan.guards] == ["smollm2-prompted"]
+    assert plan.guards[0].info.family == "prompted" and [m.id for m in plan.models] == ["smollm2"]
+    assert plan.judges[0].model is not None and "json_schema" in plan.judges[0].model.spec.request_options
