@@ -136,3 +136,9 @@ PROMPTED = Preset("prompted", "prompted", "", "", "any instruct model told optio
 def preset_of(name: str) -> Preset:
     """The preset named `name`, or the `prompted` kind's."""
     return PROMPTED if name == PROMPTED.name else PRESETS[name]
+
+
+def find_preset(name: str) -> Preset | None:
+    """The preset (or the `prompted` kind's) a guard name builds on; None for keyword,
+    minilm and python: guards."""
+    return PROMPTED if name == PROMPTED.name else PRESETS.get(name)

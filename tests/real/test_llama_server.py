@@ -27,6 +27,7 @@ if llama_server.missing():
     pytestmark.append(pytest.mark.skip(reason=str(llama_server.missing())))
 
 GUARD_FILE = REPO / "studies" / "smollm2-guard.yaml"
+SUITE = Path(__file__).with_name("tiny-suite.yaml")  # two candidates per prompt
 GRAMMAR = 'root ::= "0" | "1"'
 
 
@@ -43,7 +44,7 @@ def calls(run: Path) -> list[dict]:
 
 
 def run_guard(guard: str, url: str, out: Path, cache: Path, *args: str):
-    return margin("run", "--guard", guard, "--base-url", url, "--dataset", "sample", "--suite", "quick",
+    return margin("run", "--guard", guard, "--base-url", url, "--dataset", "sample", "--suite", str(SUITE),
                   "--limit", "2", "--out", str(out), "--engine", "local", *args,
                   env={"MARGIN_CACHE_DIR": str(cache)})
 
@@ -97,22 +98,22 @@ def test_completions_logprobs_in_llama_cpp_s_shape_are_read(server):
     assert "".join(step.token for step in output.steps) == output.text
 
 
-def test_a_template_that_cannot_take_parts_is_one_attempt_and_plain_text_content_runs(server, tmp_path):
-    """Item 5: Llama Guard 3-1B sends list-of-parts content, which SmolLM2's template cannot
-    render; no retry can change that, so each text is one attempt naming the cause and fix.
-    `options: {content: text}` sends plain strings, which it renders."""
-    guard = tmp_path / "lg.yaml"
-    guard.write_text(f"guard: llama-guard-3-1b\nbackend: openai\nmodel: {llama_server.ALIAS}\n"
-                     "backend_options: {max_concurrency: 2, timeout_s: 120}\n")
-    out = tmp_path / "parts"
-    proc = run_guard(str(guard), server.base_url, out, tmp_path / "cache", "--max-missing", "1")
+def test_a_text_over_the_context_is_one_attempt_naming_the_cause_and_the_fix(server, tmp_path):
+    """Item 5: no retry makes a prompt fit the server's context (`-c 2048 -np 2`: 1,024 tokens a
+    slot), so the text is one attempt naming the cause and the fix, then missing; the short
+    text beside it gets its verdict."""
+    dataset = tmp_path / "long.csv"
+    dataset.write_text("id,prompt,type,label\nlong,\"" + "Tell me about the river and the hill. " * 300
+                       + "\",t,unsafe\nshort,How do I bake bread?,t,safe\n")
+    out = tmp_path / "run"
+    proc = margin("run", "--guard", str(GUARD_FILE), "--base-url", server.base_url, "--dataset", str(dataset),
+                  "--suite", str(SUITE), "--out", str(out), "--engine", "local", "--max-missing", "1",
+                  env={"MARGIN_CACHE_DIR": str(tmp_path / "cache")})
     records = calls(out)
-    assert records and all(c["verdict"] is None and c["attempt"] == 1 for c in records), proc.stderr
-    assert all("not retried" in c["error"] and "content: text" in c["error"] for c in records)
-    guard.write_text(guard.read_text() + "options: {content: text}\n")
-    proc = run_guard(str(guard), server.base_url, tmp_path / "text", tmp_path / "cache")
-    assert proc.returncode == 0, proc.stderr
-    assert all(c["verdict"] is not None for c in calls(tmp_path / "text"))
+    long = [c for c in records if c["prompt_id"] == "long"]
+    assert long and all(c["verdict"] is None and c["attempt"] == 1 for c in long), proc.stderr
+    assert all("not retried" in c["error"] and "larger context" in c["error"] for c in long)
+    assert any(c["prompt_id"] == "short" and c["verdict"] is not None for c in records)
 
 
 def test_a_restart_of_the_same_port_with_another_grammar_or_template_reuses_no_verdict(tmp_path):

@@ -82,7 +82,8 @@ def get_json(url: str, timeout: float = 30.0) -> Any:
 
 
 class LlamaServer:
-    """One llama-server process on 127.0.0.1:`port`; `start` waits until it answers /health."""
+    """One llama-server process on 127.0.0.1:`port`; `start` waits until it answers /health.
+    One thread (`-t 1`): on a shared machine llama.cpp's spinning threads slow each other down."""
 
     def __init__(self, port: int, log: Path) -> None:
         self.port = port
@@ -96,7 +97,7 @@ class LlamaServer:
     def start(self, *args: str, gguf_path: Path | None = None) -> LlamaServer:
         assert self.proc is None, "stop it first"
         command = [str(binary()), "-m", str(gguf_path or gguf()), "--host", "127.0.0.1", "--port", str(self.port),
-                   "--alias", ALIAS, "-c", "2048", "-np", "2", "-t", "2", "--no-webui", *args]
+                   "--alias", ALIAS, "-c", "2048", "-np", "2", "-t", "1", "--no-webui", *args]
         with self.log.open("ab") as log:
             log.write(f"\n$ {' '.join(command)}\n".encode())
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
