@@ -1,11 +1,20 @@
 """margin: how much must a prompt change before a guardrail gets it wrong?
 
 The face for Python (docs/api.md): `margin.run`, `margin.study`, `margin.load_run`,
-`margin.load_snapshots`, `margin.receipts_schema`, and the data model. `import margin` stays light: it never imports
+`margin.load_snapshots`, `margin.receipts_schema`, `margin.export`, and the data model. `import margin` stays light: it never imports
 torch, transformers, vllm or Ray.
 """
 
-from margin.api import LoadedRun, load_run, load_snapshots, receipts_schema, run, study
+from margin.api import (
+    EXPORT_FORMATS,
+    LoadedRun,
+    export,
+    load_run,
+    load_snapshots,
+    receipts_schema,
+    run,
+    study,
+)
 from margin.types import (
     Candidate,
     Flip,
@@ -19,7 +28,9 @@ from margin.types import (
 )
 
 __all__ = [
+    "EXPORT_FORMATS",
     "LoadedRun",
+    "export",
     "load_run",
     "load_snapshots",
     "receipts_schema",

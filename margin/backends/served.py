@@ -24,7 +24,7 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from margin.backends.secrets import read_api_key, redact
+from margin.backends.secrets import public_url, read_api_key, redact
 from margin.errors import EndpointUnreachable, InputError
 from margin.util.hashing import canonical_json, sha256_text
 
@@ -77,7 +77,7 @@ def server_facts(model: str, base_url: str, models: Any, props: Any = None, sett
     names = served_names(models)
     if model not in names:
         listed = ", ".join(repr(n) for n in names) or "nothing"
-        raise NotServed(f"the server at {base_url} does not serve {model!r}; it serves {listed} "
+        raise NotServed(f"the server at {public_url(base_url)} does not serve {model!r}; it serves {listed} "
                         f"(GET /v1/models): give one of them as the model", field="--model")
     entry = _entry(models, model)
     facts: dict[str, str] = {}
@@ -156,19 +156,19 @@ def _ask(client: Any, method: str, url: str, base_url: str, *, required: bool = 
     try:
         response = client.request(method, url, json=json)
     except httpx.ConnectError as exc:
-        raise EndpointUnreachable(redact(f"{who} at {base_url} refused the connection: is the server running, "
-                                         f"and is the URL right? ({method} {url}: {exc})"),
+        raise EndpointUnreachable(redact(f"{who} at {public_url(base_url)} refused the connection: is the server running, "
+                                         f"and is the URL right? ({method} {public_url(url)}: {exc})"),
                                   field="--base-url") from None
     except httpx.HTTPError as exc:
-        raise InputError(redact(f"cannot read what the server at {base_url} serves ({method} {url}: "
+        raise InputError(redact(f"cannot read what the server at {public_url(base_url)} serves ({method} {public_url(url)}: "
                                 f"{type(exc).__name__}: {exc}); start it, or fix the URL, and run again"),
                          field="--base-url") from None
     if response.status_code in (401, 403):
-        raise InputError(f"the server at {base_url} refused the key ({method} {url}: HTTP {response.status_code}); "
+        raise InputError(f"the server at {public_url(base_url)} refused the key ({method} {public_url(url)}: HTTP {response.status_code}); "
                          "set the variable --api-key-env names", field="--api-key-env")
     if response.status_code >= 400:
         if required and response.status_code not in (404, 405, 501):
-            raise InputError(redact(f"the server at {base_url} answered {method} {url} with HTTP "
+            raise InputError(redact(f"the server at {public_url(base_url)} answered {method} {public_url(url)} with HTTP "
                                     f"{response.status_code}: {response.text[:200]}"), field="--base-url")
         return None
     try:

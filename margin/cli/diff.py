@@ -4,6 +4,7 @@ B minus A with intervals, and the CI gate on top of it."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -67,8 +68,10 @@ def check(
     from margin.reports.check import explain, judge
     from margin.reports.diff import diff_document
 
-    if max_drop < 0:
-        raise InputError("must be 0 or more (margin points)", field="--max-drop")
+    if not (math.isfinite(max_drop) and max_drop >= 0):
+        raise InputError("must be a finite number, 0 or more (margin points)", field="--max-drop")
+    if min_balanced is not None and not math.isfinite(min_balanced):
+        raise InputError("must be a finite number (margin points)", field="--min-balanced")
     side_a, side_b = load_pair(baseline, run)
     document = diff_document(side_a, side_b, families())
     verdict = judge(document, max_drop=max_drop, min_balanced=min_balanced, per_class=per_class)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -24,8 +25,8 @@ def integral(
     from margin.reports.tables import integral_table
     from margin.runfolder import load_run
 
-    if at_budget < 0:
-        raise InputError("must be at least 0", field="--at-budget")
+    if not (math.isfinite(at_budget) and at_budget >= 0):
+        raise InputError("must be a finite number, at least 0", field="--at-budget")
     table = integral_from_runs([load_run(p) for p in inputs], parse_groups(group or []), at_budget)
     console.print(integral_table(table.scores, table.datasets, table.groups, at_budget))
     if out is not None:

@@ -54,10 +54,11 @@ def run(
     max_calls: Annotated[int | None, typer.Option(help=f"adaptive, bon: guard calls per prompt (default {DEFAULT_MAX_CALLS})")] = None,
     incumbents: Annotated[str | None, typer.Option(help="adaptive: a standard run folder whose flips seed it")] = None,
     one_edit: Annotated[str | None, typer.Option(help="adaptive: guided (default: one-edit variants by the guard's "
-                                                      "reaction, within --max-calls) | all (then every one-edit "
-                                                      "variant left, beyond --max-calls: each cost certified "
-                                                      "minimal among one-edit flips) | none (no sweep: "
-                                                      "the fewest calls)")] = None,
+                                                      "reaction, within --max-calls) | all (then every single "
+                                                      "edit left, beyond --max-calls: the typo-sized ones and "
+                                                      "every edit transform at every position, each cost "
+                                                      "certified minimal among them; run.json names the set) | "
+                                                      "none (no sweep: the fewest calls)")] = None,
     normalize: Annotated[str | None, typer.Option(help="a defence before the guard: nfkc | strip-format | "
                                                        "strip-marks | skeleton | decode | all, or several joined by +")] = None,
     engine: o.Engine = settings.ENGINE.flag_default,
