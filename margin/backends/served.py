@@ -121,11 +121,16 @@ def states_model(facts: Facts) -> bool:
     return any(key in STATES_MODEL and value for key, value in facts)
 
 
-def read_server(base_url: str, api_key_env: str | None, model: str, *, timeout_s: float = 120.0,
+def read_server(base_url: str, api_key_env: str | None, model: str, *, timeout_s: float | None = None,
                 who: str = "guard") -> Facts:
-    """Ask the server at `base_url` what it serves under `model` (see the module's text).
-    One line (InputError) when it cannot be reached or does not serve `model`."""
+    """Ask the server at `base_url` what it serves under `model` (see the module's text), each
+    request limited as a guard's request is unless `timeout_s` says otherwise. One line
+    (InputError) when it cannot be reached or does not serve `model`."""
     import httpx
+
+    from margin.engine.settings import CALL_TIMEOUT
+
+    timeout_s = CALL_TIMEOUT.case("request") if timeout_s is None else timeout_s
 
     key = read_api_key(api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
