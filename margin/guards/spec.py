@@ -17,11 +17,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from margin.backends.gguf import file_sha256
 from margin.backends.registry import (
     UnknownBackend,
     UnknownOption,
     backend_of,
+    check_gguf,
     identity_options,
+    local_gguf,
     remote_names,
 )
 from margin.backends.secrets import check_env_name
@@ -196,6 +199,8 @@ def spec_from(name: str, fields: dict[str, Any], folder: Path | None = None) -> 
     weights = given.get("weights")
     if isinstance(weights, str) and not weights.startswith(PACKAGE):
         given["weights"] = beside(folder, weights)
+    if kind == "preset" and local_gguf(given.get("model"), given.get("backend") or PRESETS[name].backend):
+        given["model"] = beside(folder, given["model"])  # a GGUF file beside the guard file
     return check(validated_spec(name=name, **pinned(given)))
 
 
@@ -284,6 +289,8 @@ def check(spec: GuardSpec) -> GuardSpec:
         raise InputError(str(exc), field="--backend") from None
     if backend not in preset.backends:
         raise InputError(f"{name} runs on {', '.join(preset.backends)}, not {backend}", field="--backend")
+    if local_gguf(spec.model, backend):
+        check_gguf(str(spec.model), spec.revision, runs_on)
     if runs_on.remote and not (spec.base_url or preset.base_url):
         raise InputError(f"the {backend} backend needs the server's URL for {name}", field="--base-url")
     if not runs_on.remote:
@@ -315,12 +322,15 @@ def _identity(spec: GuardSpec, preset: Preset) -> dict[str, Any]:
     model = spec.model or preset.checkpoint
     # The preset's pinned commit belongs to its checkpoint, not to a model given instead.
     revision = spec.revision or (preset.revision if model == preset.checkpoint else None)
-    return {"backend": spec.backend or preset.backend, "model": model,
+    backend = spec.backend or preset.backend
+    return {"backend": backend, "model": model,
             "revision": revision, "threshold": threshold_of(spec, preset),
             "options": {**preset.options, **spec.options},
             "backend_options": identity_options(spec.backend_options),
             # Only when given, so the ids of guards without any stay as they were.
-            **({"request_options": spec.request_options} if spec.request_options else {})}
+            **({"request_options": spec.request_options} if spec.request_options else {}),
+            # A GGUF file's content: another file under the same path is another guard.
+            **({"gguf_sha256": file_sha256(model)} if local_gguf(model, backend) else {})}
 
 
 def threshold_of(spec: GuardSpec, preset: Preset) -> float | None:
@@ -364,15 +374,22 @@ def preset_info(spec: GuardSpec) -> GuardInfo:
         params["base_url"] = spec.base_url or preset.base_url or ""
     elif preset.lora_base:
         params["lora_base"] = preset.lora_base
+    gguf = identity.get("gguf_sha256")
+    if gguf:
+        params["gguf_sha256"] = gguf
     caveats = list(adapter.caveats())
-    if identity["revision"] is None:
+    if gguf:
+        caveats.append("a GGUF file, dequantized by transformers: its scores may differ from a "
+                       "quantized runtime's (llama.cpp) on the same file")
+    elif identity["revision"] is None:
         caveats.append("revision not pinned: the branch main was loaded; pin one with --model REPO@COMMIT")
     elif (identity["revision"] == preset.revision and not preset.revision_verified
           and not backend_of(preset.backend).remote):
         caveats.append("revision pinned from a public third-party record, not verified by margin")
     return GuardInfo(
         id=guard_id(spec, preset), family=preset.family, checkpoint=identity["model"],
-        revision=identity["revision"] or "main", backend=identity["backend"], template=template,
+        revision=f"sha256:{gguf[:16]}" if gguf else identity["revision"] or "main",
+        backend=identity["backend"], template=template,
         template_sha256=sha256_text(template), threshold=identity["threshold"],
         params=tuple(sorted(params.items())), caveats=tuple(caveats),
     )
