@@ -232,7 +232,9 @@ class TransformersLM:
                 if token not in indices:
                     top.append((self.decode_one(token), chosen))
                 steps.append(Step(self.decode_one(token), tuple(top)))
-            text = self.tokenizer.decode(kept, skip_special_tokens=not keep_special)
+            # The end token that stopped generation is not text (a server's text leaves it out
+            # too): with special tokens kept, a reply `1<|im_end|>` would read as `1<|im_end|>`.
+            text = self.tokenizer.decode(kept[:-1] if ended else kept, skip_special_tokens=not keep_special)
             raw = self.tokenizer.decode(kept, skip_special_tokens=False)
             generations.append(Generation(text=text, steps=tuple(steps), raw=raw, truncated=not ended))
         return generations

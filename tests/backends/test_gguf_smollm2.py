@@ -56,5 +56,9 @@ def test_the_dequantized_weights_answer_and_the_guard_gives_verdicts(guard):
     (answer,) = built.backend.generate([GuardRequest(
         messages=({"role": "user", "content": "What is the capital of France?"},), max_new_tokens=12)])
     assert "Paris" in answer.text  # real weights, not noise
+    # Special tokens kept (as a policy guard asks): the end token is in the raw output, not the text.
+    (kept,) = built.backend.generate([GuardRequest(
+        messages=({"role": "user", "content": "Reply with one word: yes or no?"},), max_new_tokens=16, keep_special_tokens=True)])
+    assert not kept.truncated and kept.raw.endswith("<|im_end|>") and "<|im_end|>" not in kept.text
     verdicts = built.classify(TEXTS)
     assert all(v is not None and v.label in ("safe", "unsafe", "invalid") and v.raw for v in verdicts)
