@@ -13,7 +13,16 @@ from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.guard_file import load_guard_file
 from margin.guards.kinds import kind_of
-from margin.guards.spec import GuardSpec, beside, declared, is_guard_file, pinned, spec_from
+from margin.guards.spec import (
+    GuardSpec,
+    beside,
+    check,
+    declared,
+    is_guard_file,
+    pinned,
+    spec_from,
+    validated_spec,
+)
 from margin.types import GuardInfo
 
 
@@ -31,6 +40,15 @@ def parse_guard(text: str, fields: dict[str, Any], folder: Path | None = None) -
 def parse_guard_spec(text: str, **overrides: Any) -> GuardSpec:
     """Parse `--guard TEXT` with CLI overrides (None values are ignored)."""
     return parse_guard(text, {k: v for k, v in overrides.items() if v is not None})
+
+
+def with_overrides(spec: GuardSpec, **overrides: Any) -> GuardSpec:
+    """`spec` with the API's overrides (None values are ignored), validated and checked as the
+    same fields given on the command line are: a spec is never patched past its checks."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if not given:
+        return spec
+    return check(validated_spec(**{**spec.model_dump(exclude_defaults=True), **pinned(given)}))
 
 
 def build_guard(spec: GuardSpec) -> Guard:
@@ -54,7 +72,7 @@ def build_guard(spec: GuardSpec) -> Guard:
 
 
 #: Kinds whose build loads a model: what goes wrong there is a setup error (one line, exit 2).
-MODEL_KINDS = ("preset", "minilm")
+MODEL_KINDS = ("preset", "prompted", "minilm")
 
 
 def _load_error(spec: GuardSpec, exc: BaseException) -> InputError:

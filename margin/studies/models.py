@@ -28,7 +28,7 @@ from margin.backends.registry import (
     local_gguf,
     remote_names,
 )
-from margin.backends.secrets import check_env_name
+from margin.backends.secrets import check_env_name, public_url
 from margin.errors import InputError
 from margin.util.hashing import canonical_json, sha256_text
 
@@ -113,7 +113,7 @@ def model_identity(spec: ModelSpec, max_tokens: int) -> dict[str, Any]:
         "backend": spec.backend,
         "model": model,
         "revision": revision,
-        "base_url": spec.base_url,
+        "base_url": None if spec.base_url is None else public_url(spec.base_url),
         "system_prompt": spec.system_prompt,
         "max_tokens": max_tokens,
         "chat_template_kwargs": spec.chat_template_kwargs,

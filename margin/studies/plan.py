@@ -20,12 +20,13 @@ from margin.cost import CostModel
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.make import describe_guard, parse_guard
+from margin.guards.serving import served_spec
 from margin.guards.spec import GuardSpec, as_field
 from margin.judges.llm import LLMJudge
 from margin.judges.rules import RuleJudge
 from margin.judges.template import builtin_templates, load_template
-from margin.reports.pairings import Thresholds
-from margin.runrecord import info_record
+from margin.reports.pairings import PROTOCOL, Thresholds
+from margin.runrecord import LimitSample, Named, info_record
 from margin.runs.preparing.subset import limit_prompts, limit_record
 from margin.studies.config import (
     JudgeConfig,
@@ -37,6 +38,7 @@ from margin.studies.config import (
     read_config,
 )
 from margin.studies.models import ModelSpec, identity_key, model_identity
+from margin.studies.record import StudyRecord, TransformationEntry
 from margin.transforms.registry import get_transform, registry
 from margin.transforms.suites import EACH_WORD, builtin_suites, load_suite
 from margin.types import GuardInfo, Prompt
@@ -117,7 +119,7 @@ class StudyPlan:
     judges: tuple[JudgePlan, ...]  # the judge, then the second judge if any
     thresholds: Thresholds
     cost_model: CostModel
-    limit_sample: dict[str, Any] = field(default_factory=dict)  # `prompts.limit`'s sample, as run.json records it
+    limit_sample: LimitSample | None = None  # `prompts.limit`'s sample (None: every selected prompt)
     _texts: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict, repr=False)
 
     @property
@@ -138,30 +140,33 @@ class StudyPlan:
         """T(p)'s cost in margin's corpus units (Levenshtein x 100 / mean prompt length)."""
         return self._transform(prompt, t)[1]
 
-    def manifest(self) -> dict[str, Any]:
-        return {
-            "protocol": "margin-paired-study/1",
-            "name": self.config.name,
-            "dataset": {"name": self.dataset.name, "source": self.dataset.source, "sha256": self.dataset.sha256},
-            "prompts": [p.id for p in self.prompts],
-            "transformations": [{"name": t.name, "transform": t.transform, "strength": t.strength}
-                                for t in self.transformations],
-            "seed": self.seed,
-            "guards": [g.record() for g in self.guards],
-            "models": [{**m.metadata, "identity": m.identity} for m in self.models],
-            "judges": [j.judge.identity() for j in self.judges],
-            "thresholds": self.thresholds.model_dump(),
-            **self.limit_sample,
-        }
+    def record(self) -> StudyRecord:
+        """What decides this study, as study.json keeps it."""
+        return StudyRecord(
+            protocol=PROTOCOL,
+            name=self.config.name,
+            dataset=Named(self.dataset.name, self.dataset.source, self.dataset.sha256),
+            prompts=tuple(p.id for p in self.prompts),
+            transformations=tuple(TransformationEntry(t.name, t.transform, t.strength) for t in self.transformations),
+            seed=self.seed,
+            guards=tuple(g.record() for g in self.guards),
+            models=tuple({**m.metadata, "identity": m.identity} for m in self.models),
+            judges=tuple(j.judge.identity() for j in self.judges),
+            thresholds=self.thresholds.model_dump(),
+            limit_sample=self.limit_sample,
+        )
 
 
-def prepare(path: Path, on_guard: Callable[[GuardSpec], None] | None = None) -> StudyPlan:
+def prepare(path: Path, on_guard: Callable[[GuardSpec], None] | None = None, *,
+            servers: bool = True) -> StudyPlan:
     """The checked plan of the study config at `path`; `on_guard` sees each guard's spec before
-    anything of it is imported or loaded (the CLI says which code a `python:` guard runs)."""
+    anything of it is imported or loaded (the CLI says which code a `python:` guard runs).
+    A guard behind a server is asked what it serves (part of its identity); `servers=False`
+    checks a config whose servers are not up, as far as that goes without them."""
     config, source = read_config(path)
     dataset = _dataset(config, source)
     prompts, limit_sample = _subset(config, source, dataset)
-    guards = tuple(_guard(config, source, i, on_guard) for i in range(len(config.guards)))
+    guards = tuple(_guard(config, source, i, on_guard, servers) for i in range(len(config.guards)))
     _unique([g.id for g in guards], source, "guards", "guard id")
     models = tuple(_protected(config, source, i) for i in range(len(config.models)))
     _unique([m.id for m in models], source, "models", "model id")
@@ -201,7 +206,7 @@ def _dataset(config: StudyConfig, source: Source) -> Dataset:
     return load_dataset(str(path))
 
 
-def _subset(config: StudyConfig, source: Source, dataset: Dataset) -> tuple[tuple[Prompt, ...], dict[str, Any]]:
+def _subset(config: StudyConfig, source: Source, dataset: Dataset) -> tuple[tuple[Prompt, ...], LimitSample | None]:
     """The prompts `prompts` selects, and the record of `limit`'s sample: after the filters, a
     seeded stratified sample, as `margin run --limit` draws it (`margin.runs.preparing.subset`)."""
     subset = config.prompts
@@ -227,9 +232,7 @@ def _subset(config: StudyConfig, source: Source, dataset: Dataset) -> tuple[tupl
     if not prompts:
         raise source.error("the prompt subset is empty", ("prompts",))
     limited = limit_prompts(prompts, subset.limit, config.seed)
-    sample = limit_record(limited, subset.limit, "stratified") if len(limited) < len(prompts) else None
-    # study.json and pairings.json record it with run.json's words
-    return limited, {} if sample is None else {"limit_sample": {"method": sample.method, "by_label": sample.counts()}}
+    return limited, limit_record(limited, subset.limit, "stratified") if len(limited) < len(prompts) else None
 
 
 def _transformations(config: StudyConfig, source: Source) -> tuple[Transformation, ...]:
@@ -268,7 +271,7 @@ def _transformations(config: StudyConfig, source: Source) -> tuple[Transformatio
 
 
 def _guard(config: StudyConfig, source: Source, index: int,
-           on_guard: Callable[[GuardSpec], None] | None) -> GuardPlan:
+           on_guard: Callable[[GuardSpec], None] | None, servers: bool = True) -> GuardPlan:
     entry = config.guards[index]
     loc: Loc = ("guards", index)
     fields = dict(entry.model_extra or {})
@@ -283,6 +286,11 @@ def _guard(config: StudyConfig, source: Source, index: int,
     check_env(spec.api_key_env, source, (*loc, "api_key_env"))
     if on_guard is not None:
         on_guard(spec)
+    if servers:
+        try:
+            spec = served_spec(spec)
+        except InputError as exc:
+            raise source.error(exc.message, loc) from None
     info = describe_guard(spec)
     return GuardPlan(spec, info, entry.name or info.id, entry.creator)
 

@@ -143,7 +143,7 @@ def test_resume_needs_a_matching_study_folder(tmp_path):
         check_out_dir(plan, tmp_path / "used", resume=False)
     from margin.runfolder import dumps
 
-    manifest = plan.manifest()
+    manifest = plan.record().to_json()
     manifest["seed"] = 7
     (tmp_path / "used" / "study.json").write_text(dumps(manifest) + "\n")
     with pytest.raises(InputError, match=r"changed since the study began \(seed\)"):
@@ -169,7 +169,7 @@ def test_study_guards_take_the_guard_file_keys_through_the_same_parser(tmp_path)
 
 def test_the_gpu_cluster_example_is_a_valid_config(xstest_csv, monkeypatch):
     monkeypatch.setenv("MARGIN_XSTEST", str(xstest_csv))
-    plan = prepare(REPO / "studies" / "gpu-cluster.yaml")
+    plan = prepare(REPO / "studies" / "gpu-cluster.yaml", servers=False)  # its hosts are placeholders
     assert len(plan.prompts) == 450 and plan.guards[0].id == "llama-guard-4-vllm"
     assert plan.guards[0].info.family == "llama-guard" and plan.guards[0].info.backend == "openai"
     assert {m.metadata["creator"] for m in plan.models} == {"Alibaba", "Google", "IBM"}
@@ -197,12 +197,12 @@ def test_prompts_limit_is_the_stratified_sample_margin_run_draws_and_is_recorded
     plan = plan_of({"limit": 10})
     assert plan.prompts == limit_prompts(everything, 10, 0)  # as `margin run --limit 10 --seed 0`
     assert sum(p.label == "unsafe" for p in plan.prompts) == 5
-    assert plan.manifest()["limit_sample"] == {"method": "stratified", "by_label": {"safe": 5, "unsafe": 5}}
+    assert plan.record().to_json()["limit_sample"] == {"method": "stratified", "by_label": {"safe": 5, "unsafe": 5}}
     assert plan_of({"limit": 10}, seed=1).prompts != plan.prompts  # drawn with the study's seed
     unsafe = [p for p in everything if p.label == "unsafe"]
     assert plan_of({"labels": ["unsafe"], "limit": 4}).prompts == limit_prompts(unsafe, 4, 0)  # after the filters
-    assert "limit_sample" not in plan_of({"limit": 48}).manifest()  # nothing left out, nothing sampled
-    assert "limit_sample" not in plan_of({}).manifest()
+    assert "limit_sample" not in plan_of({"limit": 48}).record().to_json()  # nothing left out, nothing sampled
+    assert "limit_sample" not in plan_of({}).record().to_json()
 
 
 def test_a_study_begun_when_limit_took_the_first_prompts_says_how_to_resume_it(tmp_path):
@@ -210,10 +210,18 @@ def test_a_study_begun_when_limit_took_the_first_prompts_says_how_to_resume_it(t
     from margin.studies.runner import check_out_dir
 
     plan = prepare(write_config(tmp_path, study_config(URL, prompts={"limit": 10})))
-    old = {k: v for k, v in plan.manifest().items() if k != "limit_sample"}
+    old = {k: v for k, v in plan.record().to_json().items() if k != "limit_sample"}
     old["prompts"] = ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10"]
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "study.json").write_text(dumps(old) + "\n")
     with pytest.raises(InputError, match=r"\(limit_sample, prompts\); it took the first prompts.limit prompts: "
                                          r"list them as prompts.ids, with no limit, to resume it"):
         check_out_dir(plan, tmp_path / "old", resume=True)
+
+
+def test_the_real_small_example_is_a_valid_config():
+    """studies/real-small.yaml (tests/real/ runs it on llama-server): SmolLM2 as guard, model and judge."""
+    plan = prepare(REPO / "studies" / "real-small.yaml", servers=False)  # no server needed to check it
+    assert len(plan.prompts) == 4 and [g.id for g in plan.guards] == ["smollm2-prompted"]
+    assert plan.guards[0].info.family == "prompted" and [m.id for m in plan.models] == ["smollm2"]
+    assert plan.judges[0].model is not None and "json_schema" in plan.judges[0].model.spec.request_options

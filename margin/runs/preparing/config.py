@@ -8,7 +8,7 @@ from pathlib import Path
 
 from margin.cost import CostNorm
 from margin.engine import settings
-from margin.guards.make import parse_guard_spec
+from margin.guards.make import parse_guard_spec, with_overrides
 from margin.guards.spec import GuardSpec
 from margin.runrecord import (
     DEFAULT_BUDGET,
@@ -78,6 +78,5 @@ class RunConfig:
                      "api_key_env": self.api_key_env, "threshold": self.threshold,
                      "normalize": self.normalize}
         if isinstance(self.guard, GuardSpec):
-            given = {k: v for k, v in overrides.items() if v is not None}
-            return self.guard.model_copy(update=given) if given else self.guard
+            return with_overrides(self.guard, **overrides)
         return parse_guard_spec(self.guard, **overrides)
