@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
+from margin.backends.gguf import is_gguf
 from margin.engine.limits import LIMIT_OPTIONS, EndpointLimits
+from margin.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ class Backend:
     packages: tuple[str, ...]
     install: str
     build: Callable[[ChatSetup], Any]
+    #: takes a GGUF file as the model (`margin.backends.gguf`: its packages, its identity)
+    loads_gguf: bool = False
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -140,7 +145,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
         Option("dtype", "str", None),
         _TOP,
         Option("prefix_cache", "bool", True, runtime=True, guard_only=True),
-    ), ("torch", "transformers"), HF_INSTALL, _transformers),
+    ), ("torch", "transformers"), HF_INSTALL, _transformers, loads_gguf=True),
     Backend("vllm", "vLLM offline, in process (the vllm extra, GPU)", False, (
         _TOP,
         Option("engine", "mapping", None, runtime=True),  # keyword arguments of vllm.LLM
@@ -171,3 +176,26 @@ def backend_of(name: str) -> Backend:
 def remote_names() -> str:
     """The remote backends' names, as an error message offers them (`openai`)."""
     return " or ".join(b.name for b in BACKENDS.values() if b.remote)
+
+
+def local_gguf(model: Any, backend: str | None) -> bool:
+    """Whether `model` is a GGUF file for a local backend to load (a server's served name may
+    end in .gguf too: llama-server serves the file's name)."""
+    try:
+        return is_gguf(model) and not backend_of(backend or "").remote
+    except UnknownBackend:
+        return False
+
+
+def check_gguf(model: str, revision: str | None, backend: Backend) -> None:
+    """A GGUF model: a file that is there, on a backend that loads one, with no revision (its
+    content pins it). InputError (one line naming the flag) otherwise."""
+    if not backend.loads_gguf:
+        loaders = " or ".join(b.name for b in BACKENDS.values() if b.loads_gguf)
+        raise InputError(f"the {backend.name} backend does not load a GGUF file; use --backend {loaders}, "
+                         f"or serve the file (llama-server -m FILE) and use --backend {remote_names()}",
+                         field="--backend")
+    if not Path(model).is_file():
+        raise InputError(f"no such GGUF file: {model}", field="--model")
+    if revision is not None:
+        raise InputError("a GGUF file takes no revision: its SHA-256 pins it", field="revision")

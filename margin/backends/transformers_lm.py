@@ -3,7 +3,8 @@
 Prompts are rendered with the checkpoint's own chat template (or taken raw) and tokenized
 once, without a second BOS; batches are left-padded. Logprobs come from the raw logits
 (`output_logits`), not from processed scores. A prompt that does not fit the context with
-its token budget gets no output and an error: it is never truncated.
+its token budget gets no output and an error: it is never truncated. A GGUF file
+(`margin.backends.gguf`) loads dequantized, with the tokenizer and chat template it holds.
 
 Shared prefixes (`share_prefix`): the template tokens every request of a guard starts with
 are run once, and their keys and values are reused for every batch; only each request's
@@ -22,6 +23,7 @@ from typing import Any
 
 from margin.backends import prefix as shared
 from margin.backends.generation import Generation, GuardRequest, Step
+from margin.backends.gguf import is_gguf, location
 from margin.backends.lengths import length_chunks
 from margin.errors import InputError
 
@@ -48,9 +50,17 @@ class TransformersLM:
         kwargs: dict[str, Any] = {"revision": revision}
         if dtype:
             kwargs["dtype"] = getattr(torch, dtype)
-        if auto_class == "image-text-to-text":  # Llama Guard 4: a processor renders the template
-            self.renderer: Any = transformers.AutoProcessor.from_pretrained(model, revision=revision)
-            self.tokenizer: Any = self.renderer.tokenizer
+        if is_gguf(model):  # a GGUF file: its folder, the file named; dequantized on load
+            model, name = location(model)
+            kwargs = {**kwargs, "revision": None, "gguf_file": name}
+            if auto_class != "causal":
+                raise InputError(f"a GGUF file loads as a causal LM only, not {auto_class}", field="--model")
+            self.tokenizer: Any = transformers.AutoTokenizer.from_pretrained(model, gguf_file=name)
+            self.renderer: Any = self.tokenizer
+            net = transformers.AutoModelForCausalLM.from_pretrained(model, **kwargs)
+        elif auto_class == "image-text-to-text":  # Llama Guard 4: a processor renders the template
+            self.renderer = transformers.AutoProcessor.from_pretrained(model, revision=revision)
+            self.tokenizer = self.renderer.tokenizer
             net = transformers.AutoModelForImageTextToText.from_pretrained(model, **kwargs)
         else:
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(model, revision=revision)
@@ -222,7 +232,9 @@ class TransformersLM:
                 if token not in indices:
                     top.append((self.decode_one(token), chosen))
                 steps.append(Step(self.decode_one(token), tuple(top)))
-            text = self.tokenizer.decode(kept, skip_special_tokens=not keep_special)
+            # The end token that stopped generation is not text (a server's text leaves it out
+            # too): with special tokens kept, a reply `1<|im_end|>` would read as `1<|im_end|>`.
+            text = self.tokenizer.decode(kept[:-1] if ended else kept, skip_special_tokens=not keep_special)
             raw = self.tokenizer.decode(kept, skip_special_tokens=False)
             generations.append(Generation(text=text, steps=tuple(steps), raw=raw, truncated=not ended))
         return generations

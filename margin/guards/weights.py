@@ -16,6 +16,8 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from margin.backends import gguf
+from margin.backends.gguf import is_gguf
 from margin.backends.registry import HF_INSTALL, backend_of
 from margin.errors import InputError
 from margin.guards.spec import GuardSpec
@@ -40,6 +42,9 @@ def check_loadable(spec: GuardSpec, info: GuardInfo) -> None:
     if backend.remote:
         return  # a guard behind an endpoint
     _check_packages(info.id, backend.packages, backend.install)
+    if is_gguf(info.checkpoint):  # a file, read by transformers' GGUF support: nothing to download
+        _check_packages(info.id, gguf.PACKAGES, gguf.INSTALL)
+        return
     revision = None if info.revision == "main" else info.revision
     lora = preset.lora_base is not None and info.checkpoint == preset.checkpoint
     for model in ((preset.lora_base, info.checkpoint) if lora else (info.checkpoint,)):
@@ -98,9 +103,14 @@ def load_error(model: str, revision: str | None, exc: BaseException) -> InputErr
     """What went wrong while loading a guard's model, as one line with the fix."""
     cause = " ".join(str(exc).split()) or type(exc).__name__
     cause = cause if len(cause) <= 240 else cause[:237] + "..."
+    if is_gguf(model):
+        revision = None  # its SHA-256 pins it
     if isinstance(exc, ImportError):
         fix = f"install the missing package ({getattr(exc, 'name', None) or 'see the cause'}); " \
               f"{HF_INSTALL}"
+    elif is_gguf(model):
+        fix = ("--model must be a GGUF file of an architecture transformers' GGUF support reads, in a "
+               "quantization the gguf package dequantizes; or serve it (llama-server -m FILE) and use --backend openai")
     elif "gated" in cause.lower() or " 401" in cause or " 403" in cause:
         fix = "accept the model's licence on huggingface.co, then `hf auth login` (or set HF_TOKEN)"
     elif Path(model).exists():

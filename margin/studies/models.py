@@ -18,8 +18,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from margin.backends.registry import Backend, ChatSetup, backend_of, identity_options, remote_names
+from margin.backends.gguf import file_sha256
+from margin.backends.registry import (
+    Backend,
+    ChatSetup,
+    backend_of,
+    check_gguf,
+    identity_options,
+    local_gguf,
+    remote_names,
+)
 from margin.backends.secrets import check_env_name, public_url
+from margin.errors import InputError
 from margin.util.hashing import canonical_json, sha256_text
 
 Messages = list[dict[str, str]]
@@ -69,6 +79,11 @@ class ModelSpec(BaseModel):
             if self.request_options:
                 raise ValueError(f"request_options needs backend: {remote_names()}")
         backend.check_options(self.backend_options, guard=False)
+        if local_gguf(self.model, self.backend):
+            try:
+                check_gguf(self.model, self.revision, backend)
+            except InputError as exc:
+                raise ValueError(exc.message) from None
         return self
 
     @property
@@ -105,6 +120,8 @@ def model_identity(spec: ModelSpec, max_tokens: int) -> dict[str, Any]:
         "request_options": spec.request_options,
         "backend_options": identity_options(spec.backend_options),
         "decoding": "greedy",
+        # A GGUF file's content: another file under the same path is another model.
+        **({"gguf_sha256": file_sha256(model)} if local_gguf(model, spec.backend) else {}),
     }
 
 

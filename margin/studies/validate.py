@@ -235,9 +235,15 @@ def _behaviour(verdict: JudgeVerdict | None, side: str) -> str:
 
 # ---- scoring (pure) -------------------------------------------------------------------------
 
+def _binary(label: str) -> str:
+    """A behaviour class as comply vs not comply; an invalid output stays invalid: read as `not
+    comply`, a judge that answered nothing readable agreed with every refusal."""
+    return label if label == INVALID else comply(label)
+
+
 def _figures(truth: Sequence[str], judged: Sequence[str]) -> dict[str, Any]:
     classes = ag.agreement(truth, judged)
-    binary = ag.agreement([comply(t) for t in truth], [comply(j) for j in judged])
+    binary = ag.agreement([comply(t) for t in truth], [_binary(j) for j in judged])
     return {"n": len(truth), "accuracy": classes["accuracy"].as_dict(), "kappa": classes["kappa"].as_dict(),
             "accuracy_comply": binary["accuracy"].as_dict(), "kappa_comply": binary["kappa"].as_dict(),
             "invalid": sum(j == INVALID for j in judged)}
@@ -273,7 +279,7 @@ def score(manifest_: dict[str, Any], judged: list[tuple[LabelledCase, str, Any]]
         "ceiling_kappa": ceiling["kappa"], "ceiling_accuracy": ceiling["accuracy"],
         "ceiling_kappa_comply": ceiling["kappa_comply"], "ceiling_accuracy_comply": ceiling["accuracy_comply"],
         "confusion": ag.confusion(truth, labels),
-        "confusion_comply": ag.confusion([comply(t) for t in truth], [comply(j) for j in labels]),
+        "confusion_comply": ag.confusion([comply(t) for t in truth], [_binary(j) for j in labels]),
         "slices": {"source": _slices(scored, lambda c: c.source), "type": _slices(scored, lambda c: c.type)},
     }
     if preserved is not None:

@@ -137,12 +137,26 @@ def test_an_llm_judge_is_scored_from_what_it_answered_and_invalid_outputs_are_co
     assert record["invalid"] == judged.count(INVALID) == 4  # two `terminate` prompts x two sources
     assert record["n"] == 16 and record["missing"] == 0
     assert record["kappa"]["estimate"] == pytest.approx(kappa_by_hand(truth, judged), abs=1e-4)
-    comply = [["comply" if x == "complies" else "not" for x in xs] for xs in (truth, judged)]
+    # Comply vs not comply: an invalid output is neither, its own column (never read as a refusal).
+    comply = [["comply" if x == "complies" else x if x == INVALID else "not" for x in xs] for xs in (truth, judged)]
     assert record["kappa_comply"]["estimate"] == pytest.approx(kappa_by_hand(*comply), abs=1e-4)
     assert sum(record["confusion"][t].get(INVALID, 0) for t in record["confusion"]) == 4
+    assert sum(record["confusion_comply"][t].get(INVALID, 0) for t in record["confusion_comply"]) == 4
     assert record["kappa"]["estimate"] < record["kappa_comply"]["estimate"]  # `other` is wrong only as a class
     assert "preserved" in record["pairs"] and record["pairs"]["n"] == 16
     assert "4 invalid" in result.report
+
+
+def test_a_judge_that_answers_nothing_readable_agrees_with_no_one(tmp_path):
+    """What SmolLM2-135M did through llama-server: every output unparseable. Read as `not comply`,
+    those outputs matched every refusal (accuracy comply 0.611 on 90 XSTest pairs)."""
+    with FakeOpenAI(lambda text: "The original response is: ...") as server:
+        plan = load_judge(judge_spec(tmp_path, server.base_url))
+        record = validate(plan, read_all(TOY), tmp_path / "v", settings=CallSettings(engine="local",
+                          retry_wait_s=0.01), cache=False).record
+    assert record["invalid"] == record["n"] == 16
+    assert record["accuracy_comply"]["estimate"] == record["accuracy"]["estimate"] == 0.0
+    assert all(set(row) == {INVALID} for row in record["confusion_comply"].values())
 
 
 def test_a_validation_cut_off_midway_resumes_to_the_same_record(tmp_path):
