@@ -21,7 +21,7 @@ from margin.engine.cluster import connect, disconnect
 from margin.engine.settings import ENGINE
 from margin.errors import EndpointUnreachable, InputError
 from margin.judges.agreement import agreement
-from margin.judges.labels import comply
+from margin.datasets.completions import comply
 from margin.judges.rules import RuleJudge
 from margin.judges.verdicts import JudgeVerdict
 from margin.reports.bootstrap import BootstrapSpec

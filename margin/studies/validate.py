@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from margin.engine.loop import run_pools
 from margin.errors import EndpointUnreachable, InputError
 from margin.judges import agreement as ag
-from margin.judges.labels import COMPLY, LABEL_MAP, MAPPING_TEXT, LabelledCase, LabelsFile, comply
+from margin.datasets.completions import COMPLY, LABEL_MAP, MAPPING_TEXT, LabelledCase, LabelsFile, comply
 from margin.judges.llm import LLMJudge
 from margin.judges.rules import NAME as RULES
 from margin.judges.rules import RuleJudge
