@@ -18,7 +18,7 @@ from typing import Any, Literal
 from margin.cost import CostNorm
 from margin.datasets import XSTEST_URL
 from margin.errors import InputError
-from margin.types import GuardInfo
+from margin.types import TARGETS, GuardInfo, Target
 
 #: What decides a run when nothing says otherwise, written once: `margin run`, `margin ablate`,
 #: `margin score`, `RunConfig`, a study's `seed` and the adaptive searches take their defaults
@@ -37,7 +37,7 @@ DECIDING: dict[str, str] = {
     "cost_norm": "--cost-norm", "corpus_mean_length": "--dataset", "search": "--search",
     "seed": "--seed", "limit": "--limit", "limit_sample": "--limit", "shard": "--shard",
     "protocol": "--search", "max_calls": "--max-calls", "incumbents": "--incumbents",
-    "one_edit": "--one-edit",
+    "one_edit": "--one-edit", "target": "--target",
 }
 
 
@@ -96,6 +96,7 @@ class RunRecord:
     incumbents: str | None = None  # the standard run an adaptive run was seeded with
     one_edit: str | None = None  # an adaptive run's --one-edit, when not the default (older runs have none)
     scored_from: tuple[str, ...] | None = None  # `margin score`'s inputs, for a rescored folder
+    target: str | None = None  # a response run's target; None: prompts (every run before cases had targets)
 
     def __post_init__(self) -> None:
         # The guard as run.json keeps it (params and caveats as text), so a record compares
@@ -171,7 +172,14 @@ class RunRecord:
             out["one_edit"] = self.one_edit
         if self.scored_from is not None:
             out["scored_from"] = list(self.scored_from)
+        if self.target is not None:
+            out["target"] = self.target
         return out
+
+    @property
+    def target_name(self) -> Target:
+        """The turn this run judged: `prompt` unless the record says otherwise."""
+        return "response" if self.target == "response" else "prompt"
 
 
 def _short(value: Any) -> str:
@@ -279,4 +287,12 @@ def record_from_json(data: Any, path: Path) -> RunRecord:
         incumbents=_field(data, "incumbents", str, path, optional=True),
         one_edit=_field(data, "one_edit", str, path, optional=True),
         scored_from=tuple(str(p) for p in scored_from) if scored_from is not None else None,
+        target=_target(data, path),
     )
+
+
+def _target(data: Mapping[str, Any], path: Path) -> str | None:
+    target = _field(data, "target", str, path, optional=True)
+    if target is not None and target not in TARGETS:
+        raise InputError(f"unknown target {target!r}; expected prompt or response", path=path, field="target")
+    return None if target == "prompt" else target

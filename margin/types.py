@@ -136,6 +136,8 @@ class GuardCall(NamedTuple):
     error: str | None = None
     cached: bool = False
     charged: bool = True  # an attempt without output: whether it used up one of the text's attempts
+    #: the SHA-256 of the whole case a guard that sees whole cases was asked about (None: the text)
+    input_sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from margin.errors import InputError
-from margin.types import ROLES, TARGET_ROLE, TARGETS, Target, Turn
+from margin.types import ROLES, TARGET_ROLE, TARGETS, Candidate, Exchange, Prompt, Target, Turn
+from margin.util.hashing import canonical_json, sha256_text
 
 #: The columns of the case schema; none of them is a slice tag.
 CASE_COLUMNS = ("messages", "target", "policy", "context")
@@ -126,3 +127,30 @@ def case_parts(row: Mapping[str, object], prompt: str, run_target: Target, path:
                              path=path, line=line, field="messages")
         text, history = turns[-1].content, turns[:-1]
     return CaseParts(text, history, target, _text(row, "policy", path, line), _text(row, "context", path, line))
+
+
+#: What a guard request is keyed by: a text, or a whole case (`Exchange`).
+RequestKey = str | Exchange
+
+
+def case_json(exchange: Exchange) -> str:
+    """A whole case as canonical JSON: what the verdict cache and the receipts key it by (every
+    part a guard sees, so two conversations that end in the same text never share a key)."""
+    return canonical_json({"messages": [[t.role, t.content] for t in exchange.messages], "target": exchange.target,
+                           "policy": exchange.policy, "context": exchange.context})
+
+
+def key_sha256(key: RequestKey) -> str:
+    """A request key's SHA-256: a text's own (as receipts have always recorded it), a case's JSON's."""
+    return sha256_text(key) if isinstance(key, str) else sha256_text(case_json(key))
+
+
+def guard_request(case: Prompt, candidate: Candidate, whole_cases: bool) -> tuple[RequestKey, str | Exchange]:
+    """(key, request) for one candidate: what decides its verdict, and what the guard is sent.
+    A guard that sees the target text alone is sent the text, keyed by it; one that sees whole
+    cases is sent the case with the candidate as its target turn, keyed by the text when the
+    case is a plain prompt (the text is then all there is) and by the whole case otherwise."""
+    if not whole_cases:
+        return candidate.text, candidate.text
+    exchange = case.exchange(candidate.text)
+    return (candidate.text if case.plain else exchange), exchange

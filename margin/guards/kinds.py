@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from margin.guards.base import Guard
 from margin.guards.build import build_preset
 from margin.guards.presets import PRESETS
+from margin.guards.shapes import TEXT, Shapes
 from margin.guards.spec import GuardSpec, kind_name, preset_info, python_target
 from margin.types import GuardInfo
 
@@ -23,6 +24,8 @@ class GuardKind:
     build: Callable[[GuardSpec], Guard]
     #: the guard's identity without loading a model (None: building it is cheap, read `.info`)
     describe: Callable[[GuardSpec], GuardInfo] | None = None
+    #: the cases it takes without building it (None: build it and read `.shapes`)
+    shapes: Callable[[GuardSpec], Shapes] | None = None
 
 
 def _keyword(spec: GuardSpec) -> Guard:
@@ -51,10 +54,11 @@ def _describe_minilm(spec: GuardSpec) -> GuardInfo:
 
 
 KINDS = {kind.name: kind for kind in (
-    GuardKind("keyword", _keyword),
+    GuardKind("keyword", _keyword, shapes=lambda _: TEXT),
     GuardKind("python", _python),
-    GuardKind("minilm", _minilm, _describe_minilm),
-    GuardKind("preset", lambda spec: build_preset(spec, PRESETS[spec.name], preset_info(spec)), preset_info),
+    GuardKind("minilm", _minilm, _describe_minilm, lambda _: TEXT),
+    GuardKind("preset", lambda spec: build_preset(spec, PRESETS[spec.name], preset_info(spec)), preset_info,
+              lambda spec: PRESETS[spec.name].shapes),
 )}
 
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from margin.guards.base import Guard
 from margin.guards.cleanups import nfkc, skeleton, strip_format, strip_marks
 from margin.guards.decode import decodings
+from margin.guards.shapes import behind_defence
 from margin.types import GuardInfo, Verdict, VerdictLabel
 from margin.util.suggest import did_you_mean
 
@@ -204,6 +205,7 @@ class NormalizingGuard(Guard):
         self.max_batch_size = inner.max_batch_size
         self.remote = inner.remote
         self.texts_per_request = inner.texts_per_request
+        self.shapes = behind_defence(inner.shapes)
         self._info = normalized_info(inner.info, self.how)
 
     @property

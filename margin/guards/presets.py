@@ -13,6 +13,7 @@ from typing import Any
 
 from margin.backends.registry import BACKENDS
 from margin.guards.adapters.base import Adapter
+from margin.guards.shapes import PROMPT_ONLY, Shapes
 from margin.guards.adapters.gpt_oss_safeguard import GptOssSafeguard
 from margin.guards.adapters.granite_guardian import GraniteGuardian
 from margin.guards.adapters.llama_guard import LlamaGuard
@@ -49,6 +50,11 @@ class Preset:
     auto_class: str = "causal"
     lora_base: str | None = None  # the checkpoint is a LoRA adapter on this base model
     revision_verified: bool = False
+
+    @property
+    def shapes(self) -> Shapes:
+        """The cases its adapter renders (sequence classifiers and moderation APIs: prompts)."""
+        return GENERATIVE[self.family].shapes if self.family in GENERATIVE else PROMPT_ONLY
 
     @property
     def labels(self) -> str:

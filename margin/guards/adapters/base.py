@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from margin.backends.generation import Generation, GuardRequest
 from margin.errors import InputError
+from margin.guards.shapes import PROMPT_ONLY, Shapes
 from margin.types import Verdict
 from margin.util.hashing import canonical_json
 
@@ -25,6 +26,9 @@ class Adapter(ABC):
     options_allowed: ClassVar[frozenset[str]] = frozenset()
     #: What `unsafe` means for this family, for `margin guards list`.
     labels: ClassVar[str] = "unsafe = harmful user prompt"
+    #: The cases its template renders (`margin guards list`): single prompts until the card's
+    #: response and conversation formats are written for the family.
+    shapes: ClassVar[Shapes] = PROMPT_ONLY
 
     def __init__(self, variant: str = "", options: Mapping[str, Any] | None = None) -> None:
         self.variant = variant

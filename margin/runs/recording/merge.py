@@ -60,7 +60,7 @@ def merge_runs(dirs: list[Path], out_dir: Path, dataset: str | None = None) -> M
     base = dataclasses.replace(read_run_record(dirs[0]), shard=None)
     for run_dir in dirs[1:]:
         check_same_part(dirs[0], base, run_dir, dataclasses.replace(read_run_record(run_dir), shard=None))
-    loaded = load_dataset(dataset or base.dataset_spec)
+    loaded = load_dataset(dataset or base.dataset_spec, base.target_name)
     if loaded.sha256 != base.dataset.sha256:
         raise InputError(f"the dataset's SHA-256 is {loaded.sha256}, the runs used {base.dataset.sha256}",
                          path=loaded.source, field="--dataset")
