@@ -8,6 +8,7 @@ torch, transformers, vllm or Ray.
 from margin.api import LoadedRun, load_run, load_snapshots, receipts_schema, run, study
 from margin.types import (
     Candidate,
+    Exchange,
     Flip,
     GuardCall,
     GuardInfo,
@@ -15,6 +16,7 @@ from margin.types import (
     Prompt,
     SearchResult,
     TransformInfo,
+    Turn,
     Verdict,
 )
 
@@ -26,6 +28,7 @@ __all__ = [
     "run",
     "study",
     "Candidate",
+    "Exchange",
     "Flip",
     "GuardCall",
     "GuardInfo",
@@ -33,5 +36,6 @@ __all__ = [
     "Prompt",
     "SearchResult",
     "TransformInfo",
+    "Turn",
     "Verdict",
 ]

@@ -107,12 +107,13 @@ def case_parts(row: Mapping[str, object], prompt: str, run_target: Target, path:
         raise InputError(f"this case's target is {own} but the run's is {run_target}: a run judges one target "
                          f"(pass --target {own}, or split the file)", path=path, line=line, field="target")
     target = run_target
+    history: tuple[Turn, ...] = ()
     messages = row.get("messages")
     if messages is None or messages == "":
         if target != "prompt":
             raise InputError(f"a {target} target needs {_a(TARGET_ROLE[target])} turn: give the conversation as "
                              "`messages`", path=path, line=line, field="target")
-        text, history = prompt, ()
+        text = prompt
     else:
         if prompt:
             raise InputError("give the text as `prompt` or as the last turn of `messages`, not both",

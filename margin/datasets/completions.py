@@ -142,7 +142,8 @@ def is_completions(text: str) -> bool:
 def response_cases(labels: LabelsFile) -> tuple[Prompt, ...]:
     """A labels file's rows as response cases: the prompt as the user turn, the completion as the
     judged assistant turn, labelled by `response_label`; `final_label` is kept as a slice tag."""
-    cases, seen = [], {}
+    cases: list[Prompt] = []
+    seen: dict[str, int] = {}
     for case in labels.cases:
         if case.id in seen:  # ids repeat across a `source` column's models; a case id must not
             raise InputError(f"id {case.id!r} repeats line {seen[case.id]} (a dataset's ids are unique)",

@@ -50,6 +50,7 @@ class GenerativeGuard(Guard):
     def __init__(self, adapter: Adapter, backend: Backend, info: GuardInfo, *, max_batch_size: int = 16) -> None:
         self.adapter = adapter
         self.backend = backend
+        self.shapes = adapter.shapes  # the cases its template renders; whole cases reach `requests` as they are
         self._info = info
         self.max_batch_size = max_batch_size
         self.remote = bool(getattr(backend, "remote", False))

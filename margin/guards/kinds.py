@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from margin.guards.base import Guard
 from margin.guards.build import build_preset
 from margin.guards.presets import PRESETS
-from margin.guards.shapes import TEXT, Shapes
-from margin.guards.spec import GuardSpec, kind_name, preset_info, python_target
+from margin.guards.shapes import Shapes
+from margin.guards.spec import BUILTIN, GuardSpec, kind_name, preset_info, python_target
 from margin.types import GuardInfo
 
 
@@ -53,12 +53,16 @@ def _describe_minilm(spec: GuardSpec) -> GuardInfo:
     return describe(spec.threshold)
 
 
+def _listed(spec: GuardSpec) -> Shapes:
+    """A built-in guard's shapes, as `margin guards list` shows them."""
+    return BUILTIN[spec.name].shapes
+
+
 KINDS = {kind.name: kind for kind in (
-    GuardKind("keyword", _keyword, shapes=lambda _: TEXT),
+    GuardKind("keyword", _keyword, shapes=_listed),
     GuardKind("python", _python),
-    GuardKind("minilm", _minilm, _describe_minilm, lambda _: TEXT),
-    GuardKind("preset", lambda spec: build_preset(spec, PRESETS[spec.name], preset_info(spec)), preset_info,
-              lambda spec: PRESETS[spec.name].shapes),
+    GuardKind("minilm", _minilm, _describe_minilm, _listed),
+    GuardKind("preset", lambda spec: build_preset(spec, PRESETS[spec.name], preset_info(spec)), preset_info, _listed),
 )}
 
 

@@ -14,7 +14,16 @@ from margin.guards.base import Guard
 from margin.guards.guard_file import load_guard_file
 from margin.guards.kinds import kind_of
 from margin.guards.shapes import Shapes, behind_defence
-from margin.guards.spec import GuardSpec, beside, check, declared, is_guard_file, pinned, spec_from, validated_spec
+from margin.guards.spec import (
+    GuardSpec,
+    beside,
+    check,
+    declared,
+    is_guard_file,
+    pinned,
+    spec_from,
+    validated_spec,
+)
 from margin.types import GuardInfo
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from margin.backends.registry import BACKENDS
 from margin.guards.adapters.base import Adapter
-from margin.guards.shapes import PROMPT_ONLY, Shapes
 from margin.guards.adapters.gpt_oss_safeguard import GptOssSafeguard
 from margin.guards.adapters.granite_guardian import GraniteGuardian
 from margin.guards.adapters.llama_guard import LlamaGuard
@@ -23,6 +22,7 @@ from margin.guards.adapters.qwen3guard import Qwen3Guard
 from margin.guards.adapters.sequence_classifier import SequenceClassifier
 from margin.guards.adapters.shieldgemma import ShieldGemma
 from margin.guards.adapters.wildguard import WildGuard
+from margin.guards.shapes import PROMPT_ONLY, Shapes
 
 GENERATIVE: dict[str, type[Adapter]] = {
     cls.family: cls

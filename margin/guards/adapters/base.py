@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from margin.backends.generation import Generation, GuardRequest
 from margin.errors import InputError
 from margin.guards.shapes import PROMPT_ONLY, Shapes
-from margin.types import Verdict
+from margin.types import Exchange, Verdict
 from margin.util.hashing import canonical_json
 
 INVALID = Verdict("invalid")
@@ -94,8 +94,20 @@ class SingleRequestAdapter(Adapter):
 
 def user(text: str, *, parts: bool = False) -> tuple[dict[str, Any], ...]:
     """A single user turn; `parts` gives list-of-parts content (Llama Guard 3-1B and 4)."""
+    return (turn("user", text, parts=parts),)
+
+
+def turn(role: str, text: str, *, parts: bool = False) -> dict[str, Any]:
     content: Any = [{"type": "text", "text": text}] if parts else text
-    return ({"role": "user", "content": content},)
+    return {"role": role, "content": content}
+
+
+def chat(case: str | Exchange, *, parts: bool = False) -> tuple[dict[str, Any], ...]:
+    """A text as a single user turn, or a whole case's conversation turn by turn, as sent to a
+    checkpoint's chat template (which renders each role its card's way)."""
+    if isinstance(case, str):
+        return user(case, parts=parts)
+    return tuple(turn(t.role, t.content, parts=parts) for t in case.messages)
 
 
 def option_bool(options: Mapping[str, Any], name: str, default: bool) -> bool:
