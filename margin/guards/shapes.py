@@ -21,7 +21,8 @@ Sees = Literal["target text", "whole case"]
 @dataclass(frozen=True)
 class Shapes:
     targets: tuple[Target, ...] = ("prompt",)
-    conversation: bool = False  # takes cases with turns before the target
+    # takes turns before the judged exchange (the prompt, or the prompt and its response)
+    conversation: bool = False
     policy: bool = False  # takes a per-case policy
     sees: Sees = "target text"
     system: bool = True  # with `conversation`: renders a system turn (Llama Guard's template has none)
@@ -38,8 +39,10 @@ class Shapes:
         """(field, reason) when this guard cannot take `case`; None when it can."""
         if case.target not in self.targets:
             return "target", f"judges {' and '.join(self.targets)} targets only, not {case.target}s"
-        if case.history and not self.conversation:
-            return "messages", "does not render conversations yet: it takes a single prompt"
+        earlier = case.history if case.target == "prompt" else case.history[:-1]  # before the judged exchange
+        if earlier and not self.conversation:
+            return "messages", ("renders no turns before the judged prompt and response: it takes a single "
+                                "exchange")
         if not self.system and any(turn.role == "system" for turn in case.history):
             return "messages", "renders no system turn (its template takes user and assistant turns only)"
         if case.policy and not self.policy:

@@ -46,6 +46,11 @@ class Adapter(ABC):
     def parse(self, outputs: Sequence[Generation]) -> Verdict:
         """A verdict from the outputs of `requests(text)`, in order; raw is filled by the guard."""
 
+    def verdict(self, case: str | Exchange, outputs: Sequence[Generation]) -> Verdict:
+        """The verdict on `case` (what `requests` was given): `parse`, unless a family reads a
+        response's verdict from another part of its output."""
+        return self.parse(outputs)
+
     def template(self) -> str:
         """A canonical description of what is sent, with `{prompt}` for the text: its
         SHA-256 goes into the snapshot. A checkpoint's own chat template is pinned by the
