@@ -13,7 +13,7 @@ from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.guard_file import load_guard_file
 from margin.guards.kinds import kind_of
-from margin.guards.shapes import Shapes, behind_defence
+from margin.guards.shapes import Shapes
 from margin.guards.spec import (
     GuardSpec,
     beside,
@@ -103,9 +103,7 @@ def guard_shapes(spec: GuardSpec) -> Shapes:
     kind = kind_of(spec.name)
     if kind is None:
         raise InputError(f"unknown guard {spec.name!r}", field="--guard")
-    if kind.shapes is None:
-        return build_guard(spec).shapes
-    return kind.shapes(spec) if spec.normalize is None else behind_defence(kind.shapes(spec))
+    return build_guard(spec).shapes if kind.shapes is None else kind.shapes(spec)
 
 
 def load_guard(text: str, **overrides: Any) -> Guard:

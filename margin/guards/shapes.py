@@ -60,15 +60,6 @@ PROMPT_ONLY = Shapes()
 WHOLE_CASES = Shapes(targets=TARGETS, conversation=True, policy=True, sees="whole case")
 
 
-def behind_defence(shapes: Shapes) -> Shapes:
-    """A guard's shapes behind a `--normalize` defence, which cleans texts: one that sees whole
-    cases cannot stand behind it (yet)."""
-    if shapes.whole_cases:
-        raise InputError("a defence cleans texts; a guard that takes whole cases cannot stand behind one",
-                         field="--normalize")
-    return shapes
-
-
 def check_cases(guard_id: str, shapes: Shapes, cases: tuple[Prompt, ...], source: str,
                 lines: dict[str, int] | None) -> None:
     """One InputError for the first case the guard cannot take, naming the file, its line and
