@@ -37,7 +37,7 @@ DECIDING: dict[str, str] = {
     "cost_norm": "--cost-norm", "corpus_mean_length": "--dataset", "search": "--search",
     "seed": "--seed", "limit": "--limit", "limit_sample": "--limit", "shard": "--shard",
     "protocol": "--search", "max_calls": "--max-calls", "incumbents": "--incumbents",
-    "one_edit": "--one-edit", "target": "--target",
+    "one_edit": "--one-edit", "target": "--target", "policies": "--policies",
 }
 
 
@@ -49,7 +49,7 @@ def flags_of(names: Iterable[str]) -> str:
 #: What verdicts depend on when several runs' receipts are scored together (`margin score`):
 #: `guard.verdicts` is the guard's identity less its descriptive fields.
 SAME_VERDICTS = ("dataset.sha256", "suite.sha256", "budget", "cost_norm", "seed", "limit", "limit_sample",
-                 "guard.verdicts")
+                 "guard.verdicts", "target", "policies")
 #: What an incumbent run must share with the adaptive run it seeds (its costs are in the same units).
 SAME_UNITS = ("dataset.sha256", "guard.id", "cost_norm", "corpus_mean_length")
 SUITES_FOLDER = "margin/transforms/suites/"
@@ -97,6 +97,7 @@ class RunRecord:
     one_edit: str | None = None  # an adaptive run's --one-edit, when not the default (older runs have none)
     scored_from: tuple[str, ...] | None = None  # `margin score`'s inputs, for a rescored folder
     target: str | None = None  # a response run's target; None: prompts (every run before cases had targets)
+    policies: Named | None = None  # the `--policies` file the cases' policy ids named
 
     def __post_init__(self) -> None:
         # The guard as run.json keeps it (params and caveats as text), so a record compares
@@ -174,6 +175,8 @@ class RunRecord:
             out["scored_from"] = list(self.scored_from)
         if self.target is not None:
             out["target"] = self.target
+        if self.policies is not None:
+            out["policies"] = dataclasses.asdict(self.policies)
         return out
 
     @property
@@ -288,6 +291,7 @@ def record_from_json(data: Any, path: Path) -> RunRecord:
         one_edit=_field(data, "one_edit", str, path, optional=True),
         scored_from=tuple(str(p) for p in scored_from) if scored_from is not None else None,
         target=_target(data, path),
+        policies=_named(data, "policies", path) if data.get("policies") is not None else None,
     )
 
 

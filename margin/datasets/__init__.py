@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from margin.datasets.cases import CASE_COLUMNS, case_parts
+from margin.datasets.cases import CASE_COLUMNS, Policies, case_parts, read_policies
 from margin.datasets.completions import is_completions, read_labels, response_cases
 from margin.errors import InputError
 from margin.types import TARGETS, Label, Prompt, Target
@@ -54,6 +54,7 @@ class Dataset:
     #: the line (or row) each prompt was read from, by id: errors found later name it
     lines: dict[str, int] | None = None
     target: Target = "prompt"
+    policies: Policies | None = None  # the `--policies` file the cases' policy ids were read from
 
     @property
     def texts(self) -> list[str]:
@@ -68,14 +69,17 @@ def cache_dir() -> Path:
     return Path(base) / "margin"
 
 
-def load_dataset(spec: str, target: Target = "prompt") -> Dataset:
+def load_dataset(spec: str, target: Target = "prompt", policies: str | None = None) -> Dataset:
     """`sample`, `xstest`, or a path to a .csv, .jsonl or .parquet file, its cases judged at
-    `target` (the built-ins are prompts only)."""
+    `target` (the built-ins are prompts only); with `policies`, a YAML file whose ids the cases'
+    `policy` cells name."""
     if target not in TARGETS:
         raise InputError(f"unknown target {target!r}; expected prompt or response", field="--target")
     if spec in ("sample", "xstest") and target != "prompt":
         raise InputError(f"{spec} holds prompts only; a {target} run needs a file of {target} cases "
                          "(docs/datasets.md#cases-beyond-one-prompt)", field="--target")
+    if policies is not None and spec in ("sample", "xstest"):
+        raise InputError(f"{spec} has no policy column", field="--policies")
     if spec == "sample":
         data = resources.files("margin").joinpath("data", "sample.csv").read_bytes()
         return Dataset("sample", "margin/data/sample.csv", sha256_bytes(data),
@@ -90,15 +94,18 @@ def load_dataset(spec: str, target: Target = "prompt") -> Dataset:
     fmt = _format_of(path)
     data = path.read_bytes()
     if fmt == "csv" and is_completions(_decode(data, path)):
+        if policies is not None:
+            raise InputError("a completions file has no policy column", path=path, field="--policies")
         if target != "response":
             raise InputError("a completions file (prompt, completion and final_label columns) holds response cases: "
                              "pass --target response", path=path, field="--target")
         labels = read_labels(path)
-        lines = {c.id: c.line for c in labels.cases}
-        return Dataset(path.name, str(path), labels.sha256, response_cases(labels), lines, target)
-    lines = {}
-    prompts = parse_bytes(data, path, fmt, target, lines=lines)
-    return Dataset(path.name, str(path), sha256_bytes(data), prompts, lines, target)
+        return Dataset(path.name, str(path), labels.sha256, response_cases(labels),
+                       {c.id: c.line for c in labels.cases}, target)
+    found: dict[str, int] = {}
+    read = read_policies(policies) if policies is not None else None
+    prompts = parse_bytes(data, path, fmt, target, lines=found, policies=read)
+    return Dataset(path.name, str(path), sha256_bytes(data), prompts, found, target, read)
 
 
 def _format_of(path: Path) -> str:
@@ -161,7 +168,7 @@ def _verify(data: bytes, where: str | Path) -> None:
 
 
 def parse_bytes(data: bytes, path: str | Path, fmt: str, target: Target = "prompt", *,
-                lines: dict[str, int] | None = None) -> tuple[Prompt, ...]:
+                lines: dict[str, int] | None = None, policies: Policies | None = None) -> tuple[Prompt, ...]:
     """Parse and validate a whole dataset file; rows are (line or row number, fields). `lines`,
     when given, is filled with each prompt's line."""
     if not data.strip():
@@ -176,7 +183,7 @@ def parse_bytes(data: bytes, path: str | Path, fmt: str, target: Target = "promp
         raise InputError(f"missing required column(s) {', '.join(missing)}", path=path, line=1)
     if not rows:
         raise InputError("no prompts in file", path=path)
-    return _validate(rows, columns, path, target, {} if lines is None else lines)
+    return _validate(rows, columns, path, target, {} if lines is None else lines, policies)
 
 
 def _required(columns: list[str] | dict[str, object]) -> tuple[str, ...]:
@@ -269,7 +276,7 @@ def _field(row: dict[str, object], name: str, path: str | Path, line: int) -> st
 
 def _validate(
     rows: list[tuple[int, dict[str, object]]], columns: list[str], path: str | Path, target: Target,
-    seen: dict[str, int],
+    seen: dict[str, int], policies: Policies | None,
 ) -> tuple[Prompt, ...]:
     extra_columns = sorted(c for c in columns if c not in COLUMNS and c not in CASE_COLUMNS)
     prompts: list[Prompt] = []
@@ -281,7 +288,7 @@ def _validate(
         if pid in seen:
             raise InputError(f"duplicate id {pid!r} (first at line {seen[pid]})", path=path, line=line)
         seen[pid] = line
-        case = case_parts(row, _field(row, "prompt", path, line), target, path, line)
+        case = case_parts(row, _field(row, "prompt", path, line), target, path, line, policies)
         text = case.text
         if not text.strip():
             raise InputError(f"empty prompt text for id {pid!r}", path=path, line=line)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from margin.errors import InputError
 from margin.types import ROLES, TARGET_ROLE, TARGETS, Candidate, Exchange, Prompt, Target, Turn
-from margin.util.hashing import canonical_json, sha256_text
+from margin.util.hashing import canonical_json, sha256_bytes, sha256_text
+from margin.util.yamlfile import parse_yaml
 
 #: The columns of the case schema; none of them is a slice tag.
 CASE_COLUMNS = ("messages", "target", "policy", "context")
@@ -30,6 +31,33 @@ class CaseParts:
     target: Target
     policy: str
     context: str
+
+
+@dataclass(frozen=True, slots=True)
+class Policies:
+    """A `--policies` file: policy texts by id, and the file's identity (it decides verdicts)."""
+
+    name: str
+    source: str
+    sha256: str
+    texts: Mapping[str, str]
+
+
+def read_policies(path: str | Path) -> Policies:
+    """A YAML mapping of policy ids to non-empty policy texts; errors name the file and line."""
+    file = Path(path)
+    if not file.is_file():
+        raise InputError("no such policies file", path=path, field="--policies")
+    data = file.read_bytes()
+    loaded, node = parse_yaml(data, file)
+    if not isinstance(loaded, dict) or not loaded:
+        raise InputError("expected a mapping of policy ids to policy texts", path=file, line=1, field="--policies")
+    lines = {str(k.value): k.start_mark.line + 1 for k, _ in node.value} if node is not None else {}
+    for key, text in loaded.items():
+        if not isinstance(key, str) or not isinstance(text, str) or not text.strip():
+            raise InputError(f"policy {key!r} needs a non-empty text", path=file, line=lines.get(str(key)),
+                             field=str(key))
+    return Policies(file.name, str(file), sha256_bytes(data), dict(loaded))
 
 
 def _a(role: str) -> str:
@@ -96,10 +124,10 @@ def _text(row: Mapping[str, object], name: str, path: str | Path, line: int) -> 
 
 
 def case_parts(row: Mapping[str, object], prompt: str, run_target: Target, path: str | Path,
-               line: int) -> CaseParts:
+               line: int, policies: Policies | None = None) -> CaseParts:
     """The case a row holds. `prompt` is its `prompt` cell as text ("" for none); `run_target`
     is the run's target (`--target`), which a row's own `target` cell must match: a run's costs
-    are on one scale, its target texts'."""
+    are on one scale, its target texts'. With `policies`, a `policy` cell is an id in them."""
     own = _text(row, "target", path, line)
     if own and own not in TARGETS:
         raise InputError(f"unknown target {own!r}; expected prompt or response", path=path, line=line, field="target")
@@ -127,7 +155,13 @@ def case_parts(row: Mapping[str, object], prompt: str, run_target: Target, path:
                              f"{ends}",
                              path=path, line=line, field="messages")
         text, history = turns[-1].content, turns[:-1]
-    return CaseParts(text, history, target, _text(row, "policy", path, line), _text(row, "context", path, line))
+    policy = _text(row, "policy", path, line)
+    if policy and policies is not None:
+        if policy not in policies.texts:
+            raise InputError(f"unknown policy id {policy!r}; {policies.source} has {', '.join(sorted(policies.texts))}",
+                             path=path, line=line, field="policy")
+        policy = policies.texts[policy]
+    return CaseParts(text, history, target, policy, _text(row, "context", path, line))
 
 
 #: What a guard request is keyed by: a text, or a whole case (`Exchange`).

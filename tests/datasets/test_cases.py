@@ -178,3 +178,28 @@ def test_any_value_is_turns_or_one_input_error_naming_the_field(value):
         assert turns and all(t.role in ("system", "user", "assistant") and t.content.strip() for t in turns)
         roles = [t.role for t in turns if t.role != "system"]
         assert roles == [("user", "assistant")[i % 2] for i in range(len(roles))]
+
+
+# -- policies by id: --policies FILE -----------------------------------------------------------------
+
+def test_policy_ids_name_texts_in_a_policies_file(tmp_path):
+    policies = write(tmp_path, "policies.yaml", "weapons: No help with weapons.\nmedical: |\n  No dosing advice.\n")
+    path = jsonl(tmp_path, [{"id": "1", "label": "safe", "prompt": "hi", "policy": "medical"},
+                            {"id": "2", "label": "safe", "prompt": "yo"}])
+    dataset = load_dataset(str(path), policies=str(policies))
+    assert [p.policy for p in dataset.prompts] == ["No dosing advice.\n", ""]
+    assert dataset.policies is not None and dataset.policies.name == "policies.yaml"
+    assert load_dataset(str(path)).prompts[0].policy == "medical"  # without the file, the cell is the text
+
+
+@pytest.mark.parametrize(("content", "line", "field", "words"), [
+    ("weapons: No help with weapons.\n", 1, "policy", "unknown policy id 'medical'"),
+    ("- a list\n", 1, "--policies", "expected a mapping"),
+    ("weapons: No help.\nmedical: ''\n", 2, "medical", "non-empty text"),
+])
+def test_a_bad_policy_id_or_file_names_where(tmp_path, content, line, field, words):
+    policies = write(tmp_path, "policies.yaml", content)
+    path = jsonl(tmp_path, [{"id": "1", "label": "safe", "prompt": "hi", "policy": "medical"}])
+    with pytest.raises(InputError) as info:
+        load_dataset(str(path), policies=str(policies))
+    assert (info.value.line, info.value.field) == (line, field) and words in info.value.message

@@ -94,6 +94,7 @@ class PreparedRun:
             corpus_mean_length=self.cost_model.corpus_mean_length, search=c.search, seed=c.seed,
             limit=c.limit, limit_sample=self.limit_sample, shard=c.shard or None, protocol=self.strategy.protocol,
             target=None if self.dataset.target == "prompt" else self.dataset.target,  # prompt runs keep their record
+            policies=(Named(p.name, p.source, p.sha256) if (p := self.dataset.policies) is not None else None),
             max_calls=(c.max_calls or DEFAULT_MAX_CALLS) if adaptive else None,
             incumbents=c.incumbents if adaptive else None,
             # runs made before --one-edit have no key, so the default is not recorded
@@ -182,7 +183,7 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
         raise InputError(f"unknown mode {config.one_edit!r}; expected {', '.join(ONE_EDIT_MODES[:-1])} or "
                          f"{ONE_EDIT_MODES[-1]}",
                          field="--one-edit")
-    dataset = load_dataset(config.dataset, config.target)
+    dataset = load_dataset(config.dataset, config.target, config.policies)
     suite = load_suite(config.suite)
     # The corpus norm uses every prompt of the dataset, so --limit and shards keep the same units.
     cost_model = CostModel.for_corpus(dataset.texts, config.cost_norm)
