@@ -244,3 +244,25 @@ def test_a_policy_by_id_reaches_a_guard_that_takes_whole_cases_and_run_json_name
     with pytest.raises(InputError) as info:  # keyword takes no policy: refused before any call
         margin.run("keyword", dataset=dataset, policies=str(policies), engine="local", out=tmp_path / "kw")
     assert (info.value.line, info.value.field) == (1, "policy")
+
+
+def test_a_response_run_publishes_saying_so_and_is_never_ranked_with_prompt_runs(tmp_path):
+    from margin.reports.publish import publish
+    from margin.site.build import build_site
+
+    margin.run("keyword", dataset=str(cases_file(tmp_path, SAME_REPLY)), target="response", suite="quick",
+               engine="local", cache=False, out=tmp_path / "resp")
+    published = publish([tmp_path / "resp"], tmp_path / "pub", plots=False)
+    assert published.leaderboard is not None
+    assert published.leaderboard["meta"]["provenance"]["target"] == "response"
+    assert published.leaderboard["data"][0]["evaluation"]["target"] == "response"
+    build_site(tmp_path / "pub", tmp_path / "site")
+    page = "".join(p.read_text("utf-8") for p in (tmp_path / "site").rglob("*.html"))
+    assert "judged and costed at their response turns" in page
+    # the same guard on prompt cases of the same texts: another scale, refused side by side
+    rows = [{"id": i, "label": label, "prompt": reply} for i, label, _, reply in CASES]
+    (tmp_path / "p").mkdir()
+    margin.run("keyword", dataset=str(cases_file(tmp_path / "p", rows)), suite="quick", engine="local", cache=False,
+               out=tmp_path / "prompts")
+    with pytest.raises(InputError, match="target"):
+        publish([tmp_path / "resp", tmp_path / "prompts"], tmp_path / "pub2", plots=False)
