@@ -7,6 +7,7 @@
     lines = pl.read_ndjson("runs/kw/receipts.jsonl", schema=margin.receipts_schema())
     table = margin.load_snapshots("runs/*/snapshot.json")
     study = margin.study("studies/local.yaml", out="runs/study-local", engine="local")
+    path = margin.export("runs/kw", "sarif", out="kw.sarif")   # any of margin.EXPORT_FORMATS
 
 These are the commands' library paths (`margin run`, `margin study`), with the same
 validation (bad input raises `margin.errors.InputError` naming the field) and the same
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from margin.engine.settings import ENGINE
 from margin.errors import InputError
+from margin.reports.exports import EXPORTERS
 from margin.types import HEADLINE_FIGURES
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from margin.types import GuardInfo
 
 FIGURES = HEADLINE_FIGURES
+EXPORT_FORMATS = tuple(EXPORTERS)
 
 
 def run(guard: str | GuardSpec | Guard, *, out: str | Path | None = None, resume: bool = False,
@@ -68,6 +71,17 @@ def study(config: str | Path, *, out: str | Path | None = None, resume: bool = F
     folder = Path(out) if out is not None else default_out_dir(plan)
     return run_study(plan, folder, resume=resume, engine=engine, ray_address=ray_address,  # type: ignore[arg-type]
                      cache=cache)
+
+
+def export(run_dir: str | Path, format: str, *, out: str | Path | None = None,
+           dataset: str | Path | None = None) -> Path:
+    """Write a finished run for another tool, as `margin export` does; returns the file written.
+    `format` is one of `EXPORT_FORMATS`; an inspect log may go into a folder (`out` a folder, or
+    none: $INSPECT_LOG_DIR, else logs/) under the kind of name `inspect view` lists."""
+    from margin.reports.exports.write import export_run
+
+    return export_run(Path(run_dir), format, Path(out) if out is not None else None,
+                      Path(dataset) if dataset is not None else None).path
 
 
 @dataclass(frozen=True)

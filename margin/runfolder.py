@@ -289,6 +289,10 @@ def read_results(path: Path) -> list[SearchResult]:
             results.append(result_from_record(record))
         except (KeyError, TypeError) as exc:
             raise InputError(f"not a result record ({exc})", path=path, line=number) from None
+        cost = record["flip_cost"]  # every figure is built from these: NaN would become NaN margins
+        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)
+                                 or not math.isfinite(cost)):  # None: a missing prompt
+            raise InputError(f"expected a finite number, not {cost!r}", path=path, line=number, field="flip_cost")
     return results
 
 

@@ -10,6 +10,7 @@ they are and rewrite to the same bytes.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ DECIDING: dict[str, str] = {
     "cost_norm": "--cost-norm", "corpus_mean_length": "--dataset", "search": "--search",
     "seed": "--seed", "limit": "--limit", "limit_sample": "--limit", "shard": "--shard",
     "protocol": "--search", "max_calls": "--max-calls", "incumbents": "--incumbents",
-    "one_edit": "--one-edit", "target": "--target", "policies": "--policies",
+    "one_edit": "--one-edit", "one_edit_set": "--one-edit", "target": "--target", "policies": "--policies",
 }
 
 
@@ -77,6 +78,19 @@ class LimitSample:
     def counts(self) -> dict[str, int]:
         return dict(self.by_label)
 
+    def to_json(self) -> dict[str, Any]:
+        """As run.json, study.json and pairings.json record it."""
+        return {"method": self.method, "by_label": self.counts()}
+
+
+@dataclass(frozen=True)
+class EditSet:
+    """What `--one-edit all` certifies its costs minimal among: the typo-sized kinds of edit
+    at every position, and these edit transforms' single edits at every position each can edit."""
+
+    typos: tuple[str, ...]
+    transforms: tuple[str, ...]
+
 
 @dataclass(frozen=True)
 class RunRecord:
@@ -95,6 +109,7 @@ class RunRecord:
     max_calls: int | None = None  # an adaptive run's guard calls per prompt (None: not adaptive)
     incumbents: str | None = None  # the standard run an adaptive run was seeded with
     one_edit: str | None = None  # an adaptive run's --one-edit, when not the default (older runs have none)
+    one_edit_set: EditSet | None = None  # what --one-edit all certifies (None: not that mode, or a run before it was said)
     scored_from: tuple[str, ...] | None = None  # `margin score`'s inputs, for a rescored folder
     target: str | None = None  # a response run's target; None: prompts (every run before cases had targets)
     policies: Named | None = None  # the `--policies` file the cases' policy ids named
@@ -162,7 +177,7 @@ class RunRecord:
             "limit": self.limit,
         }
         if self.limit_sample is not None:
-            out["limit_sample"] = {"method": self.limit_sample.method, "by_label": self.limit_sample.counts()}
+            out["limit_sample"] = self.limit_sample.to_json()
         out["shard"] = list(self.shard) if self.shard else None
         if self.protocol is not None:
             out["protocol"] = self.protocol
@@ -171,6 +186,9 @@ class RunRecord:
             out["incumbents"] = self.incumbents
         if self.one_edit is not None:
             out["one_edit"] = self.one_edit
+        if self.one_edit_set is not None:
+            out["one_edit_set"] = {"typos": list(self.one_edit_set.typos),
+                                   "transforms": list(self.one_edit_set.transforms)}
         if self.scored_from is not None:
             out["scored_from"] = list(self.scored_from)
         if self.target is not None:
@@ -227,6 +245,8 @@ def _field(data: Mapping[str, Any], key: str, kind: Any, path: Path, *, optional
     value = data[key]
     if not isinstance(value, kind) or isinstance(value, bool):
         raise InputError(f"expected {_KINDS[kind]}, not {type(value).__name__}", path=path, field=name)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"expected a finite number, not {value}", path=path, field=name)
     return value
 
 
@@ -268,6 +288,19 @@ def _shard(data: Mapping[str, Any], path: Path) -> tuple[int, int] | None:
     return shard[0], shard[1]
 
 
+def _edit_set(data: Mapping[str, Any], path: Path) -> EditSet | None:
+    block = _field(data, "one_edit_set", dict, path, optional=True)
+    if block is None:
+        return None
+    parts = []
+    for key in ("typos", "transforms"):
+        names = _field(block, key, list, path, at="one_edit_set.")
+        if not all(isinstance(name, str) for name in names):
+            raise InputError("expected a list of names", path=path, field=f"one_edit_set.{key}")
+        parts.append(tuple(names))
+    return EditSet(*parts)
+
+
 def record_from_json(data: Any, path: Path) -> RunRecord:
     """The record a run.json object holds; a missing or mistyped field is one InputError naming it."""
     if not isinstance(data, dict):
@@ -289,6 +322,7 @@ def record_from_json(data: Any, path: Path) -> RunRecord:
         max_calls=_field(data, "max_calls", int, path, optional=True),
         incumbents=_field(data, "incumbents", str, path, optional=True),
         one_edit=_field(data, "one_edit", str, path, optional=True),
+        one_edit_set=_edit_set(data, path),
         scored_from=tuple(str(p) for p in scored_from) if scored_from is not None else None,
         target=_target(data, path),
         policies=_named(data, "policies", path) if data.get("policies") is not None else None,

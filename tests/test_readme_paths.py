@@ -47,3 +47,32 @@ def test_the_readme_says_how_to_get_margin_on_the_path_and_jupyter():
     assert "source .venv/bin/activate" in text and ".venv/bin/pip install jupyterlab" in text
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     assert "VENV ?= .venv" in makefile and "ipykernel" in (REPO / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_contents_link_every_section_and_every_anchor_link_has_its_heading():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)  # no headings in code blocks
+    headings = re.findall(r"^#{2,3} (.+)$", prose, re.MULTILINE)
+    anchors = {slug(h) for h in headings}
+    contents = text[text.index("## Contents"):text.index("\n## ", text.index("## Contents") + 1)]
+    linked = set(re.findall(r"\]\(#([^)]+)\)", contents))
+    sections = {slug(h) for h in re.findall(r"^## (.+)$", prose, re.MULTILINE)} - {"contents"}
+    assert sections <= linked, sections - linked
+    assert set(re.findall(r"\]\(#([^)]+)\)", text)) <= anchors
+
+
+def test_no_paragraph_runs_into_a_table():
+    """A table row is a whole line between pipes: text after the last pipe (a missing blank
+    line before the next paragraph) would be drawn inside the table's last cell."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
+    lines = prose.splitlines()
+    for before, line in zip(lines, lines[1:], strict=False):
+        if before.startswith("|"):
+            assert before.rstrip().endswith("|"), before
+            assert not line.strip() or line.startswith(("|", "<!--")), f"{before}\n{line}"

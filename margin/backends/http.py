@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from margin.backends.secrets import read_api_key, redact
+from margin.backends.secrets import read_api_key, redact, register_url
 from margin.backends.server_errors import permanent
 from margin.errors import TransportError
 
@@ -96,6 +96,7 @@ class AsyncEndpoint:
 
     def __init__(self, base_url: str, api_key_env: str | None, *, timeout_s: float | None = None) -> None:
         self.base_url = base_url
+        register_url(base_url)  # a server that echoes the URL's credentials is redacted too
         self.key = read_api_key(api_key_env)
         # The engine bounds each request itself; the client's own limit only catches a
         # library user's call that would otherwise wait forever.

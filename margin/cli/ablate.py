@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -67,6 +69,7 @@ def ablate(
     requests_per_second: o.RequestsPerSecond = None,
     hedge_after: o.HedgeAfter = None,
     max_outage: o.MaxOutage = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print ablation.json instead of the tables")] = False,
 ) -> None:
     """One run per defence in front of the guard, on shared candidates: margins, changes against
     none with paired intervals, what each defence closes per family, and what it costs."""
@@ -90,10 +93,11 @@ def ablate(
         prepared = prepare_ablation(config, chosen)
     except KeyboardInterrupt:
         interrupted(None, None)
-    run_defences(prepared, out, f"ablate-{spec.id or guard}", config.max_missing, resume)
+    run_defences(prepared, out, f"ablate-{spec.id or guard}", config.max_missing, resume, as_json)
 
 
-def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, resume: bool = False) -> None:
+def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, resume: bool = False,
+                 as_json: bool = False) -> None:
     from margin.cli.run import execute_with_progress
     from margin.reports.tables import ablation_tables
     from margin.runs.ablate import check_ablation_dir, run_ablation
@@ -122,6 +126,12 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, r
             try:
                 outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, resume=resume,
                                        on_start=start)
+                if as_json:  # a Ctrl-C while it prints still says --resume
+                    sys.stdout.write(json.dumps(outcome.record, ensure_ascii=False) + "\n")
+                else:
+                    print_tables(ablation_tables(outcome.record))
+                    console.print(f"wrote {out_dir}/: one run folder per defence, "
+                                  f"{', '.join(p.name for p in outcome.files)}")
             except KeyboardInterrupt:
                 if kept_if_recorded(out_dir, held.made):
                     interrupted(out_dir, f"continue with\n  {resume_command('ablate', out_dir)}")
@@ -129,8 +139,6 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, r
     except EndpointDown as exc:
         fail(f"{exc}. The ablation stopped; what it recorded is kept in {out_dir}/. When the endpoint is back, "
              f"continue with: {resume_command('ablate', out_dir)}")
-    print_tables(ablation_tables(outcome.record))
-    console.print(f"wrote {out_dir}/: one run folder per defence, {', '.join(p.name for p in outcome.files)}")
 
     def check(label: str, results: Any) -> Callable[[], None]:
         def run() -> None:

@@ -3,10 +3,15 @@ every command prints to."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+import sys
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
+
+from margin.util.display import make_visible
 
 # A group named without a command is a usage error (usage + "missing command", exit 2), not its help.
 app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions_enable=False,
@@ -19,8 +24,30 @@ app.add_typer(guards_app, name="guards")
 #: The command line as typed (after `margin`), for messages that repeat it (Ctrl-C's resume command).
 ARGS: list[str] = []
 
-console = Console()
-err = Console(stderr=True)
+#: Columns for output that is not a terminal (`| less`, `> file`, a CI log), unless $COLUMNS
+#: says otherwise: every table as wide as its contents, so no name is ever cut to `contrast_d…`.
+UNCUT = 100_000
+
+
+def _width(stream: object) -> int | None:
+    """None (rich asks the terminal) on a terminal or with $COLUMNS; else wide enough for anything."""
+    isatty = getattr(stream, "isatty", None)
+    if os.environ.get("COLUMNS") or (isatty is not None and isatty()):
+        return None
+    return UNCUT
+
+
+class VisibleConsole(Console):
+    """A console that shows control and format characters as `<U+XXXX>` in every string it
+    prints, table cells included, before rich lays them out and adds its own styling: an id or
+    caveat from a file can never drive the terminal or reorder a line."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(make_visible(text), **kwargs)
+
+
+console = VisibleConsole(width=_width(sys.stdout))
+err = VisibleConsole(stderr=True, width=_width(sys.stderr))
 
 
 def version() -> str:

@@ -3,6 +3,7 @@ command whose outputs are written but whose coverage is short."""
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 from collections.abc import Callable, Iterable
@@ -36,8 +37,8 @@ def check_limits(*, max_attempts: int | None, call_timeout: float | None, max_co
         if value is not None and value < 1:
             raise InputError("must be at least 1", field=setting.flag)
     for number, setting in ((call_timeout, settings.CALL_TIMEOUT), (requests_per_second, settings.REQUESTS_PER_SECOND)):
-        if number is not None and number <= 0:
-            raise InputError("must be positive", field=setting.flag)
+        if number is not None and not (math.isfinite(number) and number > 0):
+            raise InputError("must be a finite number above 0", field=setting.flag)
     hedge: float | str | None = hedge_after
     if hedge_after is not None and hedge_after not in ("auto", "off"):
         try:
@@ -45,8 +46,8 @@ def check_limits(*, max_attempts: int | None, call_timeout: float | None, max_co
         except ValueError:
             raise InputError(f"expected seconds, auto or off, got {hedge_after!r}",
                              field=settings.HEDGE_AFTER.flag) from None
-        if hedge <= 0:
-            raise InputError("must be positive (or off)", field=settings.HEDGE_AFTER.flag)
+        if not (math.isfinite(hedge) and hedge > 0):
+            raise InputError("must be a finite number above 0 (or off)", field=settings.HEDGE_AFTER.flag)
     outage = None
     if max_outage is not None:
         try:
@@ -63,8 +64,15 @@ def resume_command(command: str, folder: Path, argv: list[str] | None = None) ->
     """This invocation of `margin COMMAND` again, continuing `folder` (`margin run ...
     --resume DIR`; `margin study|ablate ... --out DIR --resume`): what to type once an endpoint
     that was down is back, or after a Ctrl-C."""
+    from margin.backends.secrets import public_url
+
     tail = ["--resume", str(folder)] if command == "run" else ["--out", str(folder), "--resume"]
-    return shlex.join(["margin", command, *_without_out(command, argv), *tail])
+    # Printed, so a URL's credentials are not: the user gives them again where it says [redacted].
+    def shown(arg: str) -> str:
+        flag, eq, value = arg.partition("=")
+        return f"{flag}={public_url(value)}" if eq and flag.startswith("--") else public_url(arg)
+
+    return shlex.join(["margin", command, *map(shown, _without_out(command, argv)), *tail])
 
 
 def _without_out(command: str, argv: list[str] | None) -> list[str]:
@@ -86,13 +94,15 @@ def _without_out(command: str, argv: list[str] | None) -> list[str]:
 
 def interrupted(out_dir: Path | None, next_step: str | None) -> NoReturn:
     """Ctrl-C: what was recorded stays in `out_dir`, and `next_step` says what to type next
-    (the command that continues it); exit 130. None: nothing was recorded."""
+    (the command that continues it); exit 130. None: nothing was recorded. (SystemExit, not
+    typer.Exit: typer turns a Ctrl-C no command caught into exit code 130 too, which `main`
+    then says in its own line.)"""
     if out_dir is not None and next_step is not None:
         err.print(f"interrupted: {out_dir}/ keeps what was recorded; {next_step}", markup=False,
                   highlight=False, soft_wrap=True)
     else:
         err.print("interrupted before anything was recorded; nothing was written", markup=False, highlight=False)
-    raise typer.Exit(130)
+    sys.exit(130)
 
 
 def families() -> dict[str, str]:

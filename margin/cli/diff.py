@@ -3,7 +3,9 @@ B minus A with intervals, and the CI gate on top of it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -60,6 +62,7 @@ def check(
     max_drop: Annotated[float, typer.Option("--max-drop", help="tolerated drop in margin points")] = 0.0,
     min_balanced: Annotated[float | None, typer.Option("--min-balanced", help="floor on the balanced margin")] = None,
     per_class: Annotated[bool, typer.Option("--per-class", help="also gate the unsafe and safe margins")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the verdict, its findings and the comparison as JSON")] = False,
 ) -> None:
     """Exit 1 if the balanced margin (with --per-class, a class margin too) dropped
     significantly against the baseline, or is under --min-balanced; else 0."""
@@ -67,12 +70,19 @@ def check(
     from margin.reports.check import explain, judge
     from margin.reports.diff import diff_document
 
-    if max_drop < 0:
-        raise InputError("must be 0 or more (margin points)", field="--max-drop")
+    if not (math.isfinite(max_drop) and max_drop >= 0):
+        raise InputError("must be a finite number, 0 or more (margin points)", field="--max-drop")
+    if min_balanced is not None and not math.isfinite(min_balanced):
+        raise InputError("must be a finite number (margin points)", field="--min-balanced")
     side_a, side_b = load_pair(baseline, run)
     document = diff_document(side_a, side_b, families())
     verdict = judge(document, max_drop=max_drop, min_balanced=min_balanced, per_class=per_class)
-    for line in explain(document, verdict):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if as_json:
+        findings = [dataclasses.asdict(f) for f in verdict.findings]
+        sys.stdout.write(json.dumps({"passed": verdict.passed, "findings": findings, "diff": document},
+                                    ensure_ascii=False) + "\n")
+    else:
+        for line in explain(document, verdict):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     if not verdict.passed:
         raise typer.Exit(1)

@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 import typer
 
 from margin.errors import InputError
+from margin.util.display import make_visible
 from margin.util.suggest import closest
 
 DEBUG_FLAG = "--debug"
@@ -33,7 +34,7 @@ def split_debug(args: list[str]) -> tuple[list[str], bool]:
 
 
 def exit_input_error(exc: InputError) -> NoReturn:
-    sys.stderr.write(f"error: {exc}\n")  # one line, never wrapped
+    sys.stderr.write(f"error: {make_visible(str(exc), one_line=True)}\n")  # one line, never wrapped
     sys.exit(2)
 
 
@@ -47,7 +48,7 @@ def exit_usage_error(exc: Exception) -> NoReturn:
     lines.append(f"error: {usage_message(exc, ctx)}")
     if isinstance(exc, USAGE_ERROR) and ctx is not None:
         lines.append(f"Try '{ctx.command_path} --help' for help.")
-    sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.write("\n".join(make_visible(line) for line in lines) + "\n")
     sys.exit(getattr(exc, "exit_code", 2))
 
 
@@ -66,7 +67,7 @@ def usage_message(exc: Exception, ctx: Any) -> str:
 
 def exit_unexpected(exc: BaseException) -> NoReturn:
     """A bug or an environment problem margin did not foresee: one line, and how to see more."""
-    text = " ".join(str(exc).split())
+    text = make_visible(" ".join(str(exc).split()), one_line=True)
     if len(text) > 300:
         text = text[:297] + "..."
     sys.stderr.write(f"error: {type(exc).__name__}{': ' + text if text else ''}\n"
@@ -74,6 +75,16 @@ def exit_unexpected(exc: BaseException) -> NoReturn:
     sys.exit(1)
 
 
-def exit_interrupted() -> NoReturn:
-    sys.stderr.write("interrupted\n")
+#: The commands that write a folder as they go: each says what a Ctrl-C left once it has begun
+#: writing, so one that reaches `main` came before anything was written.
+WRITERS = ("run", "study", "ablate")
+
+
+def exit_interrupted(command: str | None = None) -> NoReturn:
+    """Ctrl-C that no command caught (while it parsed its options, loaded, or for a command
+    that reads only): exit 130."""
+    if command in WRITERS:
+        sys.stderr.write("interrupted before anything was recorded; nothing was written\n")
+    else:
+        sys.stderr.write("interrupted\n")
     sys.exit(130)

@@ -28,6 +28,7 @@ def publish(
     and incomplete evidence (below --min-coverage) unless --allow-incomplete."""
     import datetime as dt
 
+    from margin.backends.secrets import published_url
     from margin.reports.completeness import pair_complete
     from margin.reports.publish import publish as do_publish
     from margin.reports.tables import leaderboard_table
@@ -36,6 +37,8 @@ def publish(
         day = dt.date.fromisoformat(date) if date else None
     except ValueError:
         raise InputError(f"expected YYYY-MM-DD, got {date!r}", field="--date") from None
+    if base_url is not None:
+        published_url(base_url, "--base-url")
     share = parse_share(min_coverage, "--min-coverage")
     if not 0 <= share <= 1:
         raise InputError(f"expected a share from 0% to 100%, got {min_coverage!r}", field="--min-coverage")

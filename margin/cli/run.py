@@ -57,10 +57,11 @@ def run(
     max_calls: Annotated[int | None, typer.Option(help=f"adaptive, bon: guard calls per prompt (default {DEFAULT_MAX_CALLS})")] = None,
     incumbents: Annotated[str | None, typer.Option(help="adaptive: a standard run folder whose flips seed it")] = None,
     one_edit: Annotated[str | None, typer.Option(help="adaptive: guided (default: one-edit variants by the guard's "
-                                                      "reaction, within --max-calls) | all (then every one-edit "
-                                                      "variant left, beyond --max-calls: each cost certified "
-                                                      "minimal among one-edit flips) | none (no sweep: "
-                                                      "the fewest calls)")] = None,
+                                                      "reaction, within --max-calls) | all (then every single "
+                                                      "edit left, beyond --max-calls: the typo-sized ones and "
+                                                      "every edit transform at every position, each cost "
+                                                      "certified minimal among them; run.json names the set) | "
+                                                      "none (no sweep: the fewest calls)")] = None,
     normalize: Annotated[str | None, typer.Option(help="a defence before the guard: nfkc | strip-format | "
                                                        "strip-marks | skeleton | decode | all, or several joined by +")] = None,
     engine: o.Engine = settings.ENGINE.flag_default,
@@ -127,21 +128,21 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
             console.print(describe(prepared.limit_sample, len(prepared.dataset.prompts)), markup=False, highlight=False)
         out_dir = target = resume or out or default_out_dir(prepared.info.id)
         outcome = execute_with_progress(prepared, out_dir, resume is not None, execute)
+        print_summary(outcome)  # a Ctrl-C while it prints still says where the run is
+        normalize = prepared.spec.normalize if prepared.spec is not None else None
+        if normalize is not None and "decode" in normalize.split("+"):
+            from margin.runfolder import read_jsonl
+            from margin.runs.ablate import decoded_calls
+
+            extra = decoded_calls(prepared, read_jsonl(out_dir / "receipts.jsonl"), normalize)
+            asked = sum(r.guard_calls for r in outcome.results)
+            console.print(f"decode: the guard also read {extra:,} decoded texts for the {asked:,} candidates "
+                          f"asked about ({asked + extra:,} guard reads in deployment)")
     except KeyboardInterrupt:
         interrupted(target)
     except EndpointDown as exc:
         fail(f"{exc}. The run stopped; what it recorded is kept in {target}/. When the endpoint is back, "
              f"continue with: {resume_command('run', target)}")
-    print_summary(outcome)
-    normalize = prepared.spec.normalize if prepared.spec is not None else None
-    if normalize is not None and "decode" in normalize.split("+"):
-        from margin.runfolder import read_jsonl
-        from margin.runs.ablate import decoded_calls
-
-        extra = decoded_calls(prepared, read_jsonl(out_dir / "receipts.jsonl"), normalize)
-        asked = sum(r.guard_calls for r in outcome.results)
-        console.print(f"decode: the guard also read {extra:,} decoded texts for the {asked:,} candidates "
-                      f"asked about ({asked + extra:,} guard reads in deployment)")
     return outcome
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -22,11 +24,10 @@ def study(
     engine: o.Engine = settings.ENGINE.flag_default,
     ray_address: o.RayAddress = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the verdict and response caches")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print pairings.json instead of the tables")] = False,
 ) -> None:
     """A paired study: guards x protected models x transformations, judged; writes pairings.json."""
     from margin.studies.plan import prepare
-    from margin.studies.report import evidence_tables, judges_table, pairs_table
-
     settings.ENGINE.check_choice(engine, "--engine")
     if resume and out is None:
         raise InputError("needs --out, the folder of the study to continue", field="--resume")
@@ -61,6 +62,11 @@ def study(
             outcome = run_study(plan, out_dir, resume=resume, engine=engine,  # type: ignore[arg-type]
                                 ray_address=ray_address, cache=not no_cache, on_stage=on_stage,
                                 on_batch=on_batch)
+        # printed inside the try: a Ctrl-C meanwhile still names the folder and its --resume
+        if as_json:
+            sys.stdout.write(json.dumps(outcome.pairings, ensure_ascii=False) + "\n")
+        else:
+            print_study(outcome, out_dir)
     except KeyboardInterrupt:
         if (out_dir / "study.json").is_file():
             interrupted(out_dir, f"continue with\n  {resume_command('study', out_dir)}")
@@ -70,6 +76,12 @@ def study(
              f"continue with: {resume_command('study', out_dir)}")
     except RuntimeError as exc:  # an actor or guard that cannot start: say so in one line
         fail(str(exc))
+    check_or_fail([lambda: check_coverage(outcome, plan.config.runtime.max_missing)], CoverageError)
+
+
+def print_study(outcome: Any, out_dir: Path) -> None:
+    from margin.studies.report import evidence_tables, judges_table, pairs_table
+
     for table in evidence_tables(outcome.pairings):
         console.print(table)
     console.print(pairs_table(outcome.pairings))
@@ -82,4 +94,3 @@ def study(
                   f"missing {calls.missing})")
     console.print(f"wrote {out_dir}/ (pairings.json, cases.jsonl, pairing-matrix.png, capability-ladder.png, "
                   f"receipts)")
-    check_or_fail([lambda: check_coverage(outcome, plan.config.runtime.max_missing)], CoverageError)

@@ -10,8 +10,13 @@ one's, closes it and the endpoint gets its full concurrency back.
 
 While the endpoint fails everything, failures are its fault, not the requests': the pool
 charges them no attempt (and holds the streak's failures in doubt until the endpoint
-answers another request or the breaker opens: `StreamPool`). What ends an outage is time:
+answers another request or is found down: `StreamPool`). What ends an outage is time:
 `over` says when the endpoint has answered nothing for longer than `max_outage_s`.
+
+The breaker also keeps the endpoint's canary: a request it answered, with the caller that
+sent it. Pools that share the breaker (one URL) share it, so a pool whose own requests have
+all failed can still ask whether the endpoint is up, rather than take its texts' failures
+for an outage while another pool's requests are answered.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Hashable, Iterable
+from typing import Any
 
 TRIP_AFTER = 8  # failed requests in a row, with no answer between, that open the breaker
 FIRST_PROBE_S = 0.5
@@ -55,6 +61,7 @@ class Breaker:
         self.probing = False  # a probe is in flight
         self.opened = 0  # times it opened (figures)
         self.confirmed = False  # a probe failed since it opened: the endpoint itself is down
+        self.canary: tuple[Any, Any] | None = None  # (caller, request): one the endpoint answered
 
     def answer(self, now: float) -> bool:
         """An answer came back; returns whether that closed the breaker."""

@@ -9,8 +9,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from typing import Any
 
 from margin.errors import InputError
+from margin.util.interrupts import deferred
 
 #: Seconds a cluster's address has to accept a connection.
 REACH_TIMEOUT_S = 5.0
@@ -22,7 +24,21 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
 
     Returns whether this call connected or started Ray, i.e. whether the caller should shut
     it down. A Ray already initialised in this process (a library user's) is used as is.
+    A Ctrl-C while Ray is imported or starts waits until it has (`deferred`): cut half way,
+    it leaves a half-imported `ray` (whose clean-up then fails) or half-started processes.
     """
+    with deferred():
+        return _connect(address, num_cpus)
+
+
+def import_ray() -> Any:
+    """`import ray`, whole even if Ctrl-C comes meanwhile (the first import takes seconds)."""
+    with deferred():
+        import ray
+    return ray
+
+
+def _connect(address: str | None, num_cpus: int | None) -> bool:
     import ray
 
     if ray.is_initialized():
@@ -71,7 +87,9 @@ def check_reachable(address: str) -> None:
 
 
 def disconnect(started: bool) -> None:
+    """Stop the Ray `connect` started; a Ctrl-C meanwhile waits until it has stopped."""
     if started:
-        import ray
+        with deferred():
+            import ray
 
-        ray.shutdown()
+            ray.shutdown()

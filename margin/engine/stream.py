@@ -17,11 +17,18 @@ Each request holds only its own slot: a slow or hung one delays nobody else. The
 - pauses the endpoint when it stops answering (`Breaker`): one probe at a time until it
   answers, no attempts charged meanwhile; past `max_outage_s` it raises `EndpointDown`,
   and an endpoint that refuses its first connections raises `EndpointUnreachable`. The
-  probe is a request the endpoint answered before (its canary) where there is one: if the
-  canary is answered, the endpoint is up and the failures that paused it were the texts'
-  own (a server that rejects some texts), charged as attempts; if the canary fails too,
-  the endpoint is down and nothing is charged. A canary's answer is a health check only,
-  never recorded.
+  probe is a request the endpoint answered before (its canary, shared by the pools on one
+  URL) where there is one: if the canary is answered, the endpoint is up and the failures
+  that paused it were the texts' own (a server that rejects or drops some texts), charged
+  as attempts; if the canary fails too, the endpoint is down and nothing is charged. A
+  canary's answer is a health check only, never recorded.
+
+Whose fault a failure that reached the server was (5xx, timeout, dropped connection,
+unreadable body) is decided by what the endpoint does after it: it is held in doubt until
+the endpoint answers any request (of this pool or another on the same URL: charged, the
+text's own) or a probe fails too (uncharged, an outage). So a text the server drops every
+time uses up its attempts and ends missing while the endpoint answers others, however
+often its failures pause the endpoint.
 """
 
 from __future__ import annotations
@@ -77,10 +84,10 @@ class StreamPool(Pool):
         self.url = url or name
         self.breaker = Breaker(limits.max_outage_s)
         self.hedges_won = 0  # hedges that answered while their first copy still ran
-        # Failures in doubt: the endpoint has answered nothing since. Charged once it answers
-        # another request (they were the requests' own), uncharged if the breaker opens.
-        self.held: list[Outcome] = []
-        self.canary: Any = None  # a request the endpoint answered: the probe of a paused endpoint
+        # Failures in doubt, with when they failed: the endpoint has answered nothing since.
+        # Charged once it answers another request (they were the requests' own), uncharged
+        # once it is found down (a probe failed too, or it never answered at all).
+        self.held: list[tuple[float, Outcome]] = []
         self.deciding = False  # failures held until the canary says whose they were
         self.owns = owns
         self.limits = limits
@@ -106,7 +113,7 @@ class StreamPool(Pool):
         if self.rate is None:
             self.rate = RateLimit(self.limits.requests_per_second, now)
         if self.breaker.open:
-            if self.canary is not None:
+            if self.breaker.canary is not None:
                 if self.breaker.may_probe(now) and self.rate.take(now):
                     self.breaker.probing = True
                     self._send([], now, probe=True)
@@ -146,7 +153,7 @@ class StreamPool(Pool):
         if answered:
             for ticket, output in zip(request.tickets, result.outputs, strict=True):
                 if output is not None:
-                    self.canary = ticket.request
+                    self.breaker.canary = (self.caller, ticket.request)
             if self.breaker.answer(now):
                 self.concurrency.reset()  # answering again: full concurrency at once
             self._release(book, charged=True)
@@ -172,7 +179,7 @@ class StreamPool(Pool):
             outcomes.append(Outcome(ticket.key, ticket.attempt, output, latency, error, result.retry_after_s,
                                     result.retry, charged))
         if not answered and charged and result.retry:
-            self.held += outcomes  # in doubt until the endpoint answers another request
+            self.held += [(now, outcome) for outcome in outcomes]  # in doubt until the endpoint answers
         else:
             book.deliver(outcomes)
         self.figures.calls += 1
@@ -182,12 +189,11 @@ class StreamPool(Pool):
 
     def _failed(self, book: Book, request: Request, result: CallResult, now: float) -> bool:
         """A request the endpoint gave no answer to: tell the breaker; returns whether it
-        may use up an attempt (one that was tried and failed while the breaker was closed;
-        it is held until the endpoint answers another request)."""
+        may use up an attempt (one that was tried and failed, unless the endpoint is known
+        to be down: it is held until the endpoint answers another request or is found down)."""
         breaker = self.breaker
         wait = result.status == 429 or (result.status == 503 and result.retry_after_s is not None)
         why = cause(result.errors[0] if result.errors else None, result.status, result.reached)
-        was_open = breaker.open
         if breaker.failure(request.started, now, why, result.retry_after_s, probe=request.probe,
                            keys=(t.key for t in request.tickets)):
             self.figures.pauses += 1
@@ -195,34 +201,48 @@ class StreamPool(Pool):
                 who = self.url if self.name == self.url else f"{self.name} at {self.url}"
                 raise EndpointUnreachable(f"{who} refused the connection: is the server running, and is "
                                           f"the URL right? ({result.errors[0]})")
-            if self.canary is None:
+            if breaker.canary is None:
                 self._release(book, charged=False)  # the streak was the endpoint's fault, not theirs
                 return False
             self.deciding = True  # the canary decides whose fault the streak was
-        return not (was_open or wait or not result.reached)
+        if wait or not result.reached:
+            return False  # not tried: the server asked to wait, or was never reached
+        # Open and never answered, or a probe failed too: the endpoint is down. Open on a
+        # guess (a streak): the canary decides, so a text failing while it is out is still
+        # charged when the endpoint turns out to be up.
+        return not (breaker.open and (breaker.canary is None or breaker.confirmed))
 
-    def _release(self, book: Book, *, charged: bool) -> None:
-        held, self.held = self.held, []
-        if held:
-            book.deliver([outcome._replace(charged=charged) for outcome in held])
+    def _release(self, book: Book, *, charged: bool, until: float = float("inf")) -> None:
+        """Deliver the held failures that failed by `until`, charged or not."""
+        keep = [(at, outcome) for at, outcome in self.held if at > until]
+        done = [outcome._replace(charged=charged) for at, outcome in self.held if at <= until]
+        self.held = keep
+        if done:
+            book.deliver(done)
 
     def tick(self, book: Book, now: float) -> None:
-        if self.deciding and (not self.breaker.open or self.breaker.confirmed):
-            # The endpoint answered (the failures were the texts' own), or a probe failed too
-            # (it is down: nothing charged).
-            self.deciding = False
-            self._release(book, charged=not self.breaker.open)
+        breaker = self.breaker
+        if self.held:
+            if breaker.open and breaker.confirmed:
+                self._release(book, charged=False)  # a probe failed too: the endpoint is down
+            else:
+                # The endpoint answered since they failed (this pool's request, the canary or
+                # another pool's on the same URL): the failures were the texts' own.
+                self._release(book, charged=True, until=breaker.answered_at)
+        if self.deciding and (not breaker.open or breaker.confirmed or not self.held):
+            self.deciding = False  # the canary (or another answer) has decided
         if self.held and not self.requests and not self.deciding:
             # Nothing in flight can settle them. Several texts failing with no answer between
-            # is the endpoint failing: pause it. One text failing alone is its own failure.
-            several = len({outcome.key for outcome in self.held}) > 1
-            if several and not self.breaker.open:
-                self.breaker.trip(now)
+            # is the endpoint failing: pause it, and let the canary say whose fault they were.
+            # One text failing alone is its own failure.
+            several = len({outcome.key for _, outcome in self.held}) > 1
+            if several and not breaker.open:
+                breaker.trip(now)
                 self.figures.pauses += 1
-            if several and self.canary is not None and not self.breaker.confirmed:
+            if breaker.open and breaker.canary is not None and not breaker.confirmed:
                 self.deciding = True  # the canary decides whose fault they were
             else:
-                self._release(book, charged=not (several or self.breaker.open))
+                self._release(book, charged=not breaker.open)
         if self.breaker.over(now):
             b = self.breaker
             assert b.failing_since_wall is not None
@@ -246,7 +266,7 @@ class StreamPool(Pool):
         if (deadline := self.breaker.deadline()) is not None:
             times.append(deadline)
             if (self.breaker.probe_at is not None and not self.breaker.probing
-                    and (book.queued(self.name) or self.canary is not None)):
+                    and (book.queued(self.name) or self.breaker.canary is not None)):
                 times.append(self.breaker.probe_at)
         after = self._hedge_after()
         if after is not None and self._may_hedge() and not self.breaker.open:
@@ -273,9 +293,13 @@ class StreamPool(Pool):
         # No tickets: a probe that sends the canary (a copy is never copied again).
         canary = not tickets
         request = Request(tickets, now, hedged=hedge, copy=hedge, probe=probe, canary=canary)
-        payload = [self.canary] if canary else [t.request for t in tickets]
+        caller, payload = self.caller, [t.request for t in tickets]
+        if canary:  # the endpoint's canary, through the caller that sent it (maybe another pool's)
+            assert self.breaker.canary is not None
+            caller, one = self.breaker.canary
+            payload = [one]
         self.figures.canaries += canary
-        coro = call_remote(self.caller, payload, self.limits.timeout_s)
+        coro = call_remote(caller, payload, self.limits.timeout_s)
         request.task = asyncio.get_running_loop().create_task(coro)
         request.task.add_done_callback(lambda _: self.notify(request))
         self.requests.add(request)

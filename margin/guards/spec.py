@@ -24,7 +24,7 @@ from margin.backends.registry import (
     identity_options,
     remote_names,
 )
-from margin.backends.secrets import check_env_name
+from margin.backends.secrets import check_env_name, public_url
 from margin.errors import InputError
 from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, Preset
 from margin.guards.shapes import PROMPT_ONLY, TEXT, Shapes
@@ -363,7 +363,8 @@ def preset_info(spec: GuardSpec) -> GuardInfo:
     params = {**adapter.params(), **{f"backend.{k}": canonical_json(v) for k, v in identity["backend_options"].items()},
               **{f"request.{k}": canonical_json(v) for k, v in identity.get("request_options", {}).items()}}
     if backend_of(identity["backend"]).remote:
-        params["base_url"] = spec.base_url or preset.base_url or ""
+        # Recorded and published: its credentials never (the call uses the spec's URL itself).
+        params["base_url"] = public_url(spec.base_url or preset.base_url or "")
     elif preset.lora_base:
         params["lora_base"] = preset.lora_base
     caveats = list(adapter.caveats())

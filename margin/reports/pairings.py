@@ -42,7 +42,7 @@ Status = Literal["bypass_found", "no_bypass_found"]
 
 
 class Thresholds(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     evasion: float = 0.97
     regression: float = 0.02
     preservation: float = 0.50
@@ -117,12 +117,13 @@ class _Entity(BaseModel):
 
 
 class _Model(_Entity):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     parameters_b: float | None = None
     capability_index: float | None = None
 
 
 class _Transformation(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)  # figures are finite, as in every snapshot
     name: str
     evasion: float
     regression: float

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from margin.reports.completeness import measured, shown_status
 from margin.reports.pairings import model_order
+from margin.util.display import make_visible
 from margin.util.safefiles import atomic_file
 
 if TYPE_CHECKING:
@@ -58,6 +59,13 @@ def _new_figure(width: float, height: float) -> Figure:
 def save(fig: Figure, stem: Path) -> list[Path]:
     """Write `stem`.png and `stem`.svg; returns both paths."""
     import matplotlib
+    from matplotlib.text import Text
+
+    # Ids in titles and legends show control characters as <U+XXXX>: the SVG stays well-formed XML.
+    for text in fig.findobj(Text):
+        shown = make_visible(text.get_text())
+        if shown != text.get_text():
+            text.set_text(shown)
 
     png, svg = stem.parent / f"{stem.name}.png", stem.parent / f"{stem.name}.svg"
     # Each file whole or not at all (a full disk leaves the old one, never an empty one), and

@@ -17,6 +17,7 @@ from margin.errors import InputError
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.protocols import protocol_of
 from margin.reports.snapshot import record, snapshot_entry
+from margin.reports.snapshot_schema import validate_snapshot
 from margin.runfolder import RunDir, load_run, read_json
 from margin.types import SearchResult
 
@@ -70,6 +71,8 @@ def snapshot_side(path: Path, guard_id: str | None = None) -> Side:
     data = document.get("data") if isinstance(document, dict) else None
     if not isinstance(meta, dict) or not isinstance(data, list) or not data:
         raise InputError("not a margin snapshot (expected `meta` and a non-empty `data`)", path=path)
+    # The snapshot model, as the site reads it: finite numbers of the right types, string ids.
+    validate_snapshot(document, path)
     records = [r for r in data if isinstance(r, dict)]
     if len(records) > 1:
         chosen = [r for r in records if r.get("id") == guard_id]

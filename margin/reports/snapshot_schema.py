@@ -4,16 +4,21 @@ fields the public Margin API promises, one known protocol throughout, ranks in o
 robust-accuracy curves that are step functions on [0, B] with fractions 0..1.
 
 Fields are declared in the order a snapshot writes them and numbers keep their type, so a
-snapshot built through the model is the JSON it always was."""
+snapshot built through the model is the JSON it always was. Every number is a finite int or
+float, never NaN, an infinity, a bool or a numeric string: a snapshot is refused, built or
+read, with the field that holds one."""
 
 from __future__ import annotations
 
 import datetime as dt
+import math
+import numbers
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     ValidationError,
     conlist,
@@ -26,8 +31,17 @@ from margin.reports.completeness import describe, is_complete, meets
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, STANDARD_PROTOCOL, protocol_for
 from margin.util.safefiles import check_date, check_id
 
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # "12.5" is not coerced
+        raise ValueError(f"Input should be a finite number, not {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"Input should be a finite number, not {value}")
+    return value
+
+
 #: A number as it was given: an int stays an int (a budget of 100 is written `100`, never `100.0`).
-Number = int | float
+Number = Annotated[int | float, BeforeValidator(_finite)]
 
 
 class Open(BaseModel):
@@ -213,7 +227,8 @@ def validate_snapshot(snapshot: Any, where: str | Path) -> dict[str, Any]:
         parsed = Snapshot.model_validate(snapshot)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise InputError(first["msg"], path=where, field=".".join(str(p) for p in first["loc"])) from None
+        raise InputError(first["msg"].removeprefix("Value error, "), path=where,
+                         field=".".join(str(p) for p in first["loc"])) from None
     protocol = parsed.meta.protocol
     if protocol not in (STANDARD_PROTOCOL, ADAPTIVE_PROTOCOL):
         raise InputError(f"unknown protocol {protocol!r}; this margin reads {STANDARD_PROTOCOL} and {ADAPTIVE_PROTOCOL}",

@@ -19,7 +19,7 @@ from margin.cost import CostModel
 from margin.reports.metrics import ONE_EDIT_TAG
 from margin.search.candidates import Candidates
 from margin.search.edits import ADAPTIVE, Op, apply_ops, format_script
-from margin.search.single_edits import one_edits
+from margin.search.single_edits import certified_edits
 from margin.search.stacks import additions, ranked_per_word, stacks
 from margin.search.strategies import PromptSearch
 from margin.search.sweep import OneEditSweep
@@ -237,12 +237,15 @@ class PlannedSearch(PromptSearch):
                     self.gains.setdefault(edit.op, move)
 
     def _ask_every_one_edit(self) -> Asks:
-        """Certify the cost among one-edit flips: ask every one-edit variant not asked yet,
-        best first (`sweep`) in rounds that double up to CERTIFY_ROUND, until one flips at one
-        edit's cost (nothing is cheaper) or none is left. Its own budget, beside max_calls: one
-        call per variant not yet asked, so a prompt costs at most max_calls plus its variants."""
+        """Certify the cost among one-edit flips: ask every variant of the certified set
+        (`certified_edits`: the typo-sized edits and every edit transform's single edit at
+        every position) not asked yet, best first (`sweep`) in rounds that double up to
+        CERTIFY_ROUND, until one flips at one edit's cost (nothing is cheaper) or none is
+        left. Its own budget, beside max_calls: one call per variant not yet asked, so a
+        prompt costs at most max_calls plus its variants."""
         if self._sweep is None:
             self._sweep = OneEditSweep(self.text)
+        self._sweep.extend(certified_edits(self.text, self.seed))
         left = len(self._sweep.pending)
         self.call_limit = len(self.issued) + left  # so no round is cut: every variant left is asked
         doubling = (min(SWEEP_ROUND_FIRST << n, CERTIFY_ROUND) for n in itertools.count())
@@ -250,12 +253,13 @@ class PlannedSearch(PromptSearch):
 
     def one_edit_certified(self) -> bool:
         """Is the cost found minimal among one-edit flips? Yes when it is one edit's cost
-        (no one-edit variant costs less), or when every one-edit variant was judged."""
+        (no edit costs less), or when every variant the sweep holds was judged: the
+        typo-sized ones (`one_edits`), and with `--one-edit all` the certified set."""
         if self._at_floor():
             return True
         if self._sweep is None or not self._sweep.complete:  # the sweep is what asks them all
             return False
-        return all(self.by_text.get(apply_ops(self.text, [e.op], 0)) is not None for e in one_edits(self.text))
+        return all(self.by_text.get(apply_ops(self.text, [e.op], self.seed)) is not None for e in self._sweep.word)
 
     def _stack(self, grow: bool = False) -> Asks:
         """Ask stacks of the strongest measured single edits, one per word (`stacks`), fewest

@@ -6,6 +6,12 @@ letter by one homoglyph (its first NFKC-stable TR39 lookalike). The set is finit
 (about 30 edits per character, most of them insertions), so a brute force that asks the guard
 about all of them gives the exact minimum among one-edit flips: the yardstick adaptive search
 is held to (docs/adaptive.md), and what its sweep asks (`adaptive.py`).
+
+What `--one-edit all` certifies is a larger set (`certified_edits`): those typo-sized edits
+and one edit of every edit transform of the registry (a superset of every suite's) at every
+position it can edit, made as that transform makes it there for the run's seed: a space
+inside a word (`space-in-word`), a zero-width character, a diacritic, and so on. run.json
+names the set (`one_edit_set`: `KINDS` and `edit_transforms`).
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from dataclasses import dataclass
 
 from margin.cost import CostModel
 from margin.search.edits import Op, apply_ops
+from margin.transforms.base import EditTransform
 from margin.transforms.homoglyphs import nfkc_stable_homoglyphs
 from margin.transforms.noise import qwerty_neighbours, same_case
+from margin.transforms.registry import registry
 from margin.types import Verdict
 
 #: the kinds, in the order enumerated (which decides which kind names a text two kinds make)
@@ -61,6 +69,40 @@ def _at(text: str, p: int) -> list[tuple[str, Op]]:
             ops.append(("swap", Op.replace(p, p + 2, text[p + 1] + char)))
     ops.extend(("insertion", Op.replace(p, p, c)) for c in INSERTED)
     return ops
+
+
+def edit_transforms() -> tuple[str, ...]:
+    """The registry's edit transforms, by name: those whose single edits `--one-edit all`
+    certifies beside the typo-sized ones (read at call time, so every transform added to the
+    library takes part)."""
+    return tuple(sorted(name for name, t in registry().items() if isinstance(t, EditTransform)))
+
+
+def transform_edits(text: str, seed: int) -> list[OneEdit]:
+    """One edit of each edit transform at each position it can edit (its `eligible`), as it
+    makes it there for `seed`, one per distinct text not the original; by transform name,
+    then position. Their kind is the transform's name prefixed `edit:` (a typo kind and a
+    transform may share a name: `homoglyph`)."""
+    seen = {text}
+    out: list[OneEdit] = []
+    for name in edit_transforms():
+        transform = registry()[name]
+        assert isinstance(transform, EditTransform)
+        for p in transform.eligible(text):
+            op = Op.edit(name, p)
+            edited = apply_ops(text, [op], seed)
+            if edited not in seen:
+                seen.add(edited)
+                out.append(OneEdit(f"edit:{name}", op))
+    return out
+
+
+def certified_edits(text: str, seed: int) -> list[OneEdit]:
+    """Every edit `--one-edit all` certifies on `text`: `one_edits`, then `transform_edits`
+    whose texts none of those makes."""
+    typos = one_edits(text)
+    made = {text, *(apply_ops(text, [e.op], seed) for e in typos)}
+    return typos + [e for e in transform_edits(text, seed) if apply_ops(text, [e.op], seed) not in made]
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ class OneEditSweep:
         self.spans = word_spans(text) or [(0, len(text))]
         self.pending: list[OneEdit] = one_edits(text)
         self.total = len(self.pending)
-        self.word = {e: self._word_of(e.op.start) for e in self.pending}
+        self.word = {e: self._word_of(e.op.start) for e in self.pending}  # every variant it holds, asked or not
         self.sensitivity: dict[int, float] = {}  # word -> largest move toward a flip seen in it
         self.kind_moves: dict[str, list[float]] = defaultdict(list)
         self.spot: dict[int, float] = {}  # code point -> largest move of an edit asked there
@@ -53,6 +53,14 @@ class OneEditSweep:
     def complete(self) -> bool:
         """Every one-edit variant has been asked."""
         return not self.pending
+
+    def extend(self, edits: list[OneEdit]) -> None:
+        """Hold these variants too (`--one-edit all`: the edit transforms' single edits),
+        after those it has; one it holds already is skipped."""
+        fresh = [e for e in dict.fromkeys(edits) if e not in self.word]
+        self.pending.extend(fresh)
+        self.total += len(fresh)
+        self.word.update((e, self._word_of(e.op.start)) for e in fresh)
 
     def measured(self, position: int, move: float) -> None:
         """An edit outside the sweep (a knock-out) at `position` moved the guard by `move`."""

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from margin.backends.secrets import published_url
 from margin.errors import InputError
 from margin.runfolder import dumps
 from margin.site.inputs import SiteInputs, Snapshot, load_publish_dir
@@ -35,6 +36,7 @@ ASSETS = ("site.css", "site.js")
 def check_base_url(base_url: str | None) -> str | None:
     if base_url is None:
         return None
+    published_url(base_url, "--base-url")  # first, so the message below never shows a credential
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
         raise InputError(f"expected an absolute http(s) URL such as https://example.org/margin, got {base_url!r}",

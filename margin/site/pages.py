@@ -29,6 +29,7 @@ from margin.reports.pairings import Thresholds, model_order
 from margin.site.inputs import SiteInputs, Snapshot
 from margin.site.svg import LadderPoint, curves_svg, ladder_svg
 from margin.types import HEADLINE_FIGURES
+from margin.util.display import make_visible
 from margin.util.provenance import margin_version
 
 API = {"guardrails": "api/v1/margin/guardrails", "pairings": "api/v1/margin/pairings"}
@@ -87,6 +88,12 @@ def plain(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ", ".join("=".join(map(plain, v)) if isinstance(v, list | tuple) else plain(v) for v in value)
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def visible(value: Any) -> Any:
+    """Every text a page shows, before Jinja escapes it: control and bidi characters as
+    `<U+XXXX>` (markup margin built, such as the SVG, made its own texts visible)."""
+    return make_visible(value) if isinstance(value, str) and not isinstance(value, Markup) else value
 
 
 def name_of(entity: Mapping[str, Any]) -> str:
@@ -254,7 +261,8 @@ def ladder_points(pairings: Mapping[str, Any]) -> tuple[list[LadderPoint], list[
 
 def environment() -> Environment:
     env = Environment(loader=PackageLoader("margin.site", "templates"), autoescape=select_autoescape(["html"]),
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                      finalize=visible)
     env.filters.update(num=num, interval=interval, percent=percent, plain=plain)
     env.globals.update(anchor=anchor, name_of=name_of, STATUS_TEXT=STATUS_TEXT, API=API,
                        margin_version=margin_version())

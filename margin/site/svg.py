@@ -11,12 +11,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
+from html import escape as escape_html
 from typing import Any
+
+from margin.util.display import make_visible
 
 CLASS_COLOURS = {"unsafe": "#b03a2e", "safe": "#1f618d"}
 CLASS_NAMES = {"unsafe": "unsafe prompts (false allows)", "safe": "safe prompts (false blocks)"}
 GREEN, AMBER, RED = (39, 174, 96), (230, 126, 34), (176, 58, 46)
+
+
+def escape(text: str) -> str:
+    """A text for SVG markup: control and bidi characters visible, then HTML-escaped."""
+    return escape_html(make_visible(text))
 
 
 @dataclass(frozen=True)

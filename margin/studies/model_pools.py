@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from margin.backends.secrets import public_url
 from margin.engine.actors import ActorPool
 from margin.engine.limits import EndpointLimits
 from margin.engine.local import LocalPool
@@ -46,7 +47,7 @@ def model_pool(name: str, spec: ModelSpec, max_tokens: int, settings: CallSettin
                on_call: OnCall = _ignore) -> Pool:
     limits = model_limits(spec, settings)
     if spec.remote:
-        return StreamPool(name, ChatModel(spec, max_tokens), limits, on_call=on_call, url=spec.base_url)
+        return StreamPool(name, ChatModel(spec, max_tokens), limits, on_call=on_call, url=public_url(spec.base_url) if spec.base_url else None)
     factory = ModelFactory(spec, max_tokens)
     if settings.engine == "local":
         return LocalPool(name, factory.build, max_batch_size=spec.max_batch_size, on_call=on_call)

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from margin.backends.registry import Backend, ChatSetup, backend_of, identity_options, remote_names
-from margin.backends.secrets import check_env_name
+from margin.backends.secrets import check_env_name, public_url
 from margin.util.hashing import canonical_json, sha256_text
 
 Messages = list[dict[str, str]]
@@ -98,7 +98,7 @@ def model_identity(spec: ModelSpec, max_tokens: int) -> dict[str, Any]:
         "backend": spec.backend,
         "model": model,
         "revision": revision,
-        "base_url": spec.base_url,
+        "base_url": None if spec.base_url is None else public_url(spec.base_url),
         "system_prompt": spec.system_prompt,
         "max_tokens": max_tokens,
         "chat_template_kwargs": spec.chat_template_kwargs,

@@ -24,8 +24,8 @@ from margin.guards.spec import GuardSpec, as_field
 from margin.judges.llm import LLMJudge
 from margin.judges.rules import RuleJudge
 from margin.judges.template import builtin_templates, load_template
-from margin.reports.pairings import Thresholds
-from margin.runrecord import info_record
+from margin.reports.pairings import PROTOCOL, Thresholds
+from margin.runrecord import LimitSample, Named, info_record
 from margin.runs.preparing.subset import limit_prompts, limit_record
 from margin.studies.config import (
     JudgeConfig,
@@ -37,6 +37,7 @@ from margin.studies.config import (
     read_config,
 )
 from margin.studies.models import ModelSpec, identity_key, model_identity
+from margin.studies.record import StudyRecord, TransformationEntry
 from margin.transforms.registry import get_transform, registry
 from margin.transforms.suites import EACH_WORD, builtin_suites, load_suite
 from margin.types import GuardInfo, Prompt
@@ -117,7 +118,7 @@ class StudyPlan:
     judges: tuple[JudgePlan, ...]  # the judge, then the second judge if any
     thresholds: Thresholds
     cost_model: CostModel
-    limit_sample: dict[str, Any] = field(default_factory=dict)  # `prompts.limit`'s sample, as run.json records it
+    limit_sample: LimitSample | None = None  # `prompts.limit`'s sample (None: every selected prompt)
     _texts: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict, repr=False)
 
     @property
@@ -138,21 +139,21 @@ class StudyPlan:
         """T(p)'s cost in margin's corpus units (Levenshtein x 100 / mean prompt length)."""
         return self._transform(prompt, t)[1]
 
-    def manifest(self) -> dict[str, Any]:
-        return {
-            "protocol": "margin-paired-study/1",
-            "name": self.config.name,
-            "dataset": {"name": self.dataset.name, "source": self.dataset.source, "sha256": self.dataset.sha256},
-            "prompts": [p.id for p in self.prompts],
-            "transformations": [{"name": t.name, "transform": t.transform, "strength": t.strength}
-                                for t in self.transformations],
-            "seed": self.seed,
-            "guards": [g.record() for g in self.guards],
-            "models": [{**m.metadata, "identity": m.identity} for m in self.models],
-            "judges": [j.judge.identity() for j in self.judges],
-            "thresholds": self.thresholds.model_dump(),
-            **self.limit_sample,
-        }
+    def record(self) -> StudyRecord:
+        """What decides this study, as study.json keeps it."""
+        return StudyRecord(
+            protocol=PROTOCOL,
+            name=self.config.name,
+            dataset=Named(self.dataset.name, self.dataset.source, self.dataset.sha256),
+            prompts=tuple(p.id for p in self.prompts),
+            transformations=tuple(TransformationEntry(t.name, t.transform, t.strength) for t in self.transformations),
+            seed=self.seed,
+            guards=tuple(g.record() for g in self.guards),
+            models=tuple({**m.metadata, "identity": m.identity} for m in self.models),
+            judges=tuple(j.judge.identity() for j in self.judges),
+            thresholds=self.thresholds.model_dump(),
+            limit_sample=self.limit_sample,
+        )
 
 
 def prepare(path: Path, on_guard: Callable[[GuardSpec], None] | None = None) -> StudyPlan:
@@ -201,7 +202,7 @@ def _dataset(config: StudyConfig, source: Source) -> Dataset:
     return load_dataset(str(path))
 
 
-def _subset(config: StudyConfig, source: Source, dataset: Dataset) -> tuple[tuple[Prompt, ...], dict[str, Any]]:
+def _subset(config: StudyConfig, source: Source, dataset: Dataset) -> tuple[tuple[Prompt, ...], LimitSample | None]:
     """The prompts `prompts` selects, and the record of `limit`'s sample: after the filters, a
     seeded stratified sample, as `margin run --limit` draws it (`margin.runs.preparing.subset`)."""
     subset = config.prompts
@@ -227,9 +228,7 @@ def _subset(config: StudyConfig, source: Source, dataset: Dataset) -> tuple[tupl
     if not prompts:
         raise source.error("the prompt subset is empty", ("prompts",))
     limited = limit_prompts(prompts, subset.limit, config.seed)
-    sample = limit_record(limited, subset.limit, "stratified") if len(limited) < len(prompts) else None
-    # study.json and pairings.json record it with run.json's words
-    return limited, {} if sample is None else {"limit_sample": {"method": sample.method, "by_label": sample.counts()}}
+    return limited, limit_record(limited, subset.limit, "stratified") if len(limited) < len(prompts) else None
 
 
 def _transformations(config: StudyConfig, source: Source) -> tuple[Transformation, ...]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from margin.backends.secrets import public_url
 from margin.engine.loop import run_pools
 from margin.judges.verdicts import JudgeCase, JudgeVerdict
 from margin.runfolder import dumps, read_jsonl
@@ -131,7 +132,7 @@ def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: b
 
 def _where(spec: Any) -> str:
     """A judge's model as a user wrote it: its served name, and its endpoint if it has one."""
-    return spec.model + (f" at {spec.base_url}" if spec.base_url else "")
+    return spec.model + (f" at {public_url(spec.base_url)}" if spec.base_url else "")
 
 
 def _reporter(name: str, on_batch: OnBatch) -> Callable[[int, int, float], None]:

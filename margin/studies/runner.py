@@ -26,17 +26,17 @@ from margin.judges.rules import RuleJudge
 from margin.judges.verdicts import JudgeVerdict
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
-from margin.runfolder import dumps, read_jsonl
+from margin.runfolder import dumps
 from margin.runs.executing.guard_pool import is_remote
 from margin.runs.executing.session import CallSettings
 from margin.studies.coverage import guard_error, pair_coverages
 from margin.studies.health import ModelUnavailable
 from margin.studies.plan import StudyPlan, Transformation
 from margin.studies.rates import Row, outcome
+from margin.studies.record import read_study_record
 from margin.studies.responses import OnBatch, ResponseOutcome, collect
 from margin.studies.verdicts import GuardStats, Verdicts, guard_verdicts
 from margin.util.folderlock import entries, hold
-from margin.util.hashing import canonical_json
 from margin.util.safefiles import atomic_write_bytes, atomic_write_text, slug
 
 Engine = Literal["ray", "local"]
@@ -87,15 +87,11 @@ def check_out_dir(plan: StudyPlan, out_dir: Path, resume: bool) -> None:
     saved_path = out_dir / "study.json"
     if not saved_path.is_file():
         raise InputError("not a study folder (no study.json) to resume", path=out_dir, field="--resume")
-    saved = next(iter(read_jsonl(saved_path)), None)
-    current = plan.manifest()
-    if not isinstance(saved, dict):
-        raise InputError("study.json is empty or not a JSON object", path=saved_path)
-    changed = sorted(k for k in set(saved) | set(current)
-                     if canonical_json(saved.get(k)) != canonical_json(current.get(k)))
+    saved = read_study_record(saved_path)
+    changed = saved.differences(plan.record())
     if changed:
         # A study begun before prompts.limit took a stratified sample took the first N.
-        first_n = "limit_sample" in changed and "limit_sample" not in saved
+        first_n = "limit_sample" in changed and saved.limit_sample is None
         hint = "; it took the first prompts.limit prompts: list them as prompts.ids, with no limit, to resume it" if first_n else ""
         raise InputError(f"cannot resume: the config changed since the study began ({', '.join(changed)}){hint}",
                          path=saved_path)
@@ -157,7 +153,7 @@ def _run_study(plan: StudyPlan, out_dir: Path, *, made: bool, resume: bool, engi
             started_ray = connect(ray_address)
         if not resume:
             out_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(out_dir / "study.json", dumps(plan.manifest()) + "\n")
+            atomic_write_text(out_dir / "study.json", dumps(plan.record().to_json()) + "\n")
             atomic_write_bytes(out_dir / "config.yaml", plan.source.path.read_bytes())
         for index, guard in enumerate(plan.guards):
             on_stage(f"guard {guard.id}")
@@ -271,7 +267,7 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls:
         "dataset": {"name": plan.dataset.name, "sha256": plan.dataset.sha256},
         "prompts": len(plan.prompts),
         "prompt_ids": [p.id for p in plan.prompts],
-        **plan.limit_sample,
+        **({} if plan.limit_sample is None else {"limit_sample": plan.limit_sample.to_json()}),
         "transformations": [{"name": t.name, "transform": t.transform, "strength": t.strength}
                             for t in plan.transformations],
         "seed": plan.seed,

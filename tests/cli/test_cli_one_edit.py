@@ -13,7 +13,7 @@ def lines(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-@pytest.mark.slow  # a certified run asks every one-edit variant of its prompts (about 9 s)
+@pytest.mark.slow  # a certified run asks every single edit of its certified set (15 s here, load average 6)
 def test_one_edit_all_certifies_every_cost_and_is_recorded(tmp_path):
     guided, every = tmp_path / "guided", tmp_path / "all"
     common = ["run", "--guard", "keyword", "--search", "adaptive", "--engine", "local", "--no-cache"]
@@ -21,6 +21,8 @@ def test_one_edit_all_certifies_every_cost_and_is_recorded(tmp_path):
     proc = margin(*common, "--one-edit", "all", "--out", str(every))
     assert proc.returncode == 0, proc.stderr
     assert json.loads((every / "run.json").read_text())["one_edit"] == "all"
+    assert "space-in-word" in json.loads((every / "run.json").read_text())["one_edit_set"]["transforms"]
+    assert "one_edit_set" not in json.loads((guided / "run.json").read_text())
     assert "one_edit" not in json.loads((guided / "run.json").read_text())  # the default, as before the flag
     before = {r["prompt_id"]: r for r in lines(guided / "results.jsonl")}
     right = [r for r in lines(every / "results.jsonl") if r["flip_cost"] not in (0, None)]

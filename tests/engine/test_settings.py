@@ -9,7 +9,7 @@ from dataclasses import fields
 import pytest
 import typer
 
-from margin.cli import app as cli_app  # the Typer app, its commands registered
+from margin.cli.entry import app as cli_app  # the Typer app, its commands registered
 from margin.engine.limits import EndpointLimits
 from margin.engine.settings import CALL_TIMEOUT, LIMIT_OPTIONS, MAX_MISSING, SETTINGS
 from margin.errors import InputError

@@ -109,5 +109,8 @@ def test_integral_cli_over_two_datasets_and_two_guards(tmp_path):
         assert row["groups"]["all"] == pytest.approx(expected)
         assert row["integral"] == pytest.approx(expected)  # one group: the geometric mean is itself
         assert row["fpr_avg"] == pytest.approx(fpr)
+    printed = margin("integral", *map(str, runs), "--group", "all=sample,tiny.csv", "--json")
+    assert printed.returncode == 0, printed.stderr
+    assert json.loads(printed.stdout)["data"] == payload["data"]  # --json prints integral.json's record
     proc = margin("integral", str(runs[0]), str(runs[0]))
     assert proc.returncode == 2 and "appears twice" in proc.stderr

@@ -63,9 +63,24 @@ def test_a_certified_adaptive_run_records_its_one_edit_mode_and_the_default_reco
                                one_edit="guided")).record
     assert certified.one_edit == "all" and certified.to_json()["one_edit"] == "all"
     assert guided.one_edit is None and "one_edit" not in guided.to_json()  # as runs made before --one-edit
+    # what "all" certifies: the typo-sized kinds, and every edit transform at every position
+    edit_set = certified.to_json()["one_edit_set"]
+    assert edit_set["typos"] == ["deletion", "substitution", "homoglyph", "swap", "insertion"]
+    assert len(edit_set["transforms"]) >= 30 and "space-in-word" in edit_set["transforms"]
+    assert list(certified.to_json())[-2:] == ["one_edit", "one_edit_set"]
+    assert guided.one_edit_set is None and "one_edit_set" not in guided.to_json()  # its bytes as before
     write_run_record(tmp_path, certified)
     assert read_run_record(tmp_path) == certified
-    assert guided.differences(certified) == ["one_edit"]
+    assert guided.differences(certified) == ["one_edit", "one_edit_set"]
+    # a certified run recorded before the set was said (no key) is not resumed as one that says it
+    before = dataclasses.replace(certified, one_edit_set=None)
+    assert before.differences(certified) == ["one_edit_set"]
+
+
+def test_a_malformed_one_edit_set_is_refused_naming_it(tmp_path):
+    written(tmp_path, {**EARLIER, "one_edit": "all", "one_edit_set": {"typos": ["deletion"], "transforms": [3]}})
+    with pytest.raises(InputError, match="one_edit_set.transforms"):
+        read_run_record(tmp_path)
 
 
 def test_differences_name_the_fields_that_differ(tmp_path):

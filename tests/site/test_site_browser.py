@@ -177,19 +177,90 @@ def test_the_pairings_page_labels_cells_and_points_on_hover_and_focus(browser, s
     assert errors(browser) == []
 
 
-def test_the_pages_fit_a_phone_and_only_the_tables_scroll_sideways(browser, served):
+#: The elements of the page that stick out of the viewport sideways, less those inside a
+#: container that scrolls sideways (or clips, as visually hidden text does) and those wholly
+#: off to the left (the skip link until it has focus): what a phone user cannot reach.
+OVERFLOWING = """
+const view = document.documentElement.clientWidth;
+function contained(el) {
+  for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+    const x = getComputedStyle(p).overflowX;
+    if (x === "auto" || x === "scroll" || x === "hidden" || x === "clip") return true;
+  }
+  return false;
+}
+return [...document.querySelectorAll(arguments[0])].filter(el => {
+  const r = el.getBoundingClientRect();
+  if (r.width === 0 && r.height === 0) return false;  // not shown (a closed tooltip)
+  if (r.right <= 0) return false;
+  return (r.left < -0.5 || r.right > view + 0.5) && !contained(el);
+}).map(el => el.outerHTML.slice(0, 120));
+"""
+
+#: Where a figure is: shown, and inside the viewport or inside a container that scrolls to it.
+UNREACHABLE = """
+const view = document.documentElement.clientWidth;
+function scroller(el) {
+  for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+    const x = getComputedStyle(p).overflowX;
+    if (x === "auto" || x === "scroll") return p;
+  }
+  return null;
+}
+return [...document.querySelectorAll(arguments[0])].filter(el => {
+  const r = el.getBoundingClientRect();
+  if (r.width === 0 || r.height === 0) return true;
+  if (r.left >= -0.5 && r.right <= view + 0.5) return false;
+  const box = scroller(el);
+  return !box || el.offsetLeft + el.offsetWidth > box.scrollWidth;
+}).map(el => el.outerHTML.slice(0, 120));
+"""
+
+
+def test_at_390_px_nothing_sticks_out_and_every_figure_is_reachable(browser, served, pub, tmp_path):
+    """A phone's width (issue 35, item 8): no page is wider than the screen, nothing sticks
+    out of it except inside a container that scrolls, and every figure of the leaderboard
+    and every cell of the pairing matrix can be seen; screenshots of both at 390 px."""
     browser.set_window_size(390, 844)
     try:
         for page in ("index.html", "pairings.html", "methodology.html", "archive.html"):
             browser.get(f"{served}/{page}")
             page_width, view = browser.execute_script(
-                "return [document.documentElement.scrollWidth, window.innerWidth]")
-            assert page_width <= view, f"{page} is wider than the phone: {page_width} > {view}"
+                "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            assert view <= 390 and page_width <= view, f"{page} is wider than the phone: {page_width} > {view}"
+            assert browser.execute_script(OVERFLOWING, "body *") == [], page
         browser.get(f"{served}/index.html")
-        wrap = browser.find_element("css selector", ".table-wrap")
-        assert browser.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth", wrap)
+        figures = browser.find_elements("css selector", "tbody.guard td.num .value")
+        guards = current(pub, "guardrails")["data"]
+        assert len(figures) == 4 * len(guards) and all(f.text for f in figures)
+        assert browser.execute_script(UNREACHABLE, "tbody.guard td.num, tbody.guard th.guard-name") == []
+        browser.save_screenshot(str(tmp_path / "leaderboard-390.png"))
+        browser.get(f"{served}/pairings.html")
+        snapshot = current(pub, "pairings")
+        cells = browser.find_elements("css selector", "#matrix td.cell")
+        assert len(cells) == len(snapshot["meta"]["guards"]) * len(snapshot["meta"]["models"])
+        assert browser.execute_script(UNREACHABLE, "#matrix td.cell, #matrix tbody th") == []
+        browser.save_screenshot(str(tmp_path / "pairings-390.png"))
+        assert (tmp_path / "pairings-390.png").stat().st_size > 10_000
     finally:
         browser.set_window_size(1280, 900)
+
+
+def test_a_none_found_cell_does_not_read_as_safe(browser, served):
+    """Not solid green: a neutral hatch with an outline and dark text, and the words."""
+    browser.get(f"{served}/pairings.html")
+    for selector in ("#matrix td.status-no_bypass_found", ".legend .swatch.status-no_bypass_found"):
+        element = browser.find_element("css selector", selector)
+        style = browser.execute_script(
+            "const s = getComputedStyle(arguments[0]); return [s.backgroundImage, s.backgroundColor, s.boxShadow]",
+            element)
+        assert "gradient" in style[0] and style[1] in ("rgba(0, 0, 0, 0)", "transparent"), style
+        assert style[2] != "none", style  # an outline, as no other status has
+    cell = browser.find_element("css selector", "#matrix td.status-no_bypass_found")
+    assert "none found" in cell.text
+    red, green, blue = map(int, re.findall(r"\d+", browser.execute_script(
+        "return getComputedStyle(arguments[0]).color", cell))[:3])
+    assert max(red, green, blue) < 100  # dark text on the light hatch, not white on green
 
 
 def test_the_json_endpoints_are_what_a_client_gets(served, pub):

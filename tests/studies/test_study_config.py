@@ -143,7 +143,7 @@ def test_resume_needs_a_matching_study_folder(tmp_path):
         check_out_dir(plan, tmp_path / "used", resume=False)
     from margin.runfolder import dumps
 
-    manifest = plan.manifest()
+    manifest = plan.record().to_json()
     manifest["seed"] = 7
     (tmp_path / "used" / "study.json").write_text(dumps(manifest) + "\n")
     with pytest.raises(InputError, match=r"changed since the study began \(seed\)"):
@@ -197,12 +197,12 @@ def test_prompts_limit_is_the_stratified_sample_margin_run_draws_and_is_recorded
     plan = plan_of({"limit": 10})
     assert plan.prompts == limit_prompts(everything, 10, 0)  # as `margin run --limit 10 --seed 0`
     assert sum(p.label == "unsafe" for p in plan.prompts) == 5
-    assert plan.manifest()["limit_sample"] == {"method": "stratified", "by_label": {"safe": 5, "unsafe": 5}}
+    assert plan.record().to_json()["limit_sample"] == {"method": "stratified", "by_label": {"safe": 5, "unsafe": 5}}
     assert plan_of({"limit": 10}, seed=1).prompts != plan.prompts  # drawn with the study's seed
     unsafe = [p for p in everything if p.label == "unsafe"]
     assert plan_of({"labels": ["unsafe"], "limit": 4}).prompts == limit_prompts(unsafe, 4, 0)  # after the filters
-    assert "limit_sample" not in plan_of({"limit": 48}).manifest()  # nothing left out, nothing sampled
-    assert "limit_sample" not in plan_of({}).manifest()
+    assert "limit_sample" not in plan_of({"limit": 48}).record().to_json()  # nothing left out, nothing sampled
+    assert "limit_sample" not in plan_of({}).record().to_json()
 
 
 def test_a_study_begun_when_limit_took_the_first_prompts_says_how_to_resume_it(tmp_path):
@@ -210,7 +210,7 @@ def test_a_study_begun_when_limit_took_the_first_prompts_says_how_to_resume_it(t
     from margin.studies.runner import check_out_dir
 
     plan = prepare(write_config(tmp_path, study_config(URL, prompts={"limit": 10})))
-    old = {k: v for k, v in plan.manifest().items() if k != "limit_sample"}
+    old = {k: v for k, v in plan.record().to_json().items() if k != "limit_sample"}
     old["prompts"] = ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10"]
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "study.json").write_text(dumps(old) + "\n")

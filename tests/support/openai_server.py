@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -130,6 +132,14 @@ class FakeOpenAI:
         if kind is not None:
             with self.lock:
                 self.faults[kind] += 1
+        if kind in ("drop", "reset"):  # the connection closed with no answer (reset: an RST)
+            handler.close_connection = True
+            if kind == "reset":
+                handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                handler.connection.close()
+            else:
+                handler.connection.shutdown(socket.SHUT_RDWR)
+            return
         if kind == "500":
             self.send(handler, 500, json.dumps({"error": {"message": f"upstream failed for {auth}"}}).encode())
             return

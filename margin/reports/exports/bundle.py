@@ -9,13 +9,17 @@ bound on the family's own flip rate, said so in every export (`family_method`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from margin.errors import InputError
 from margin.reports.effectiveness import effectiveness
 from margin.reports.observations import PromptObservations
 from margin.runfolder import RunDir
+from margin.runrecord import RunRecord
 from margin.types import LABELS, SearchResult
 
 EXHAUSTIVE = "exhaustive: among prompts right on the original, those with a flipping candidate of the family"
@@ -83,3 +87,44 @@ def family_outcomes(results: Sequence[SearchResult], observations: Sequence[Prom
         return _from_effects(observations, families), EXHAUSTIVE
     seen = {families.get(v.transform, v.transform) for o in observations for v in o.variants}
     return _from_cheapest(results, seen, families), CHEAPEST
+
+
+def load_bundle(run_dir: Path, dataset: Path | None = None) -> ExportRun:
+    """What every export reads of the finished run in `run_dir`; `dataset` is the run's dataset
+    file where it is not where run.json says."""
+    from margin.reports.observations import from_receipts
+    from margin.reports.protocols import observes_all
+    from margin.reports.snapshot import record, snapshot_entry
+    from margin.runfolder import load_run
+    from margin.transforms.registry import registry
+
+    run = load_run(run_dir)
+    created = snapshot_time(run_dir)
+    texts = prompt_texts(run.record, dataset)
+    observations = from_receipts(run.receipts(), run.results) if run.receipts_path.is_file() else []
+    exhaustive = observes_all(run.search) and bool(observations) and all(o.complete for o in observations)
+    families = {name: t.info.family for name, t in registry().items()}
+    outcomes, method = family_outcomes(run.results, observations, families, exhaustive=exhaustive)
+    entry = snapshot_entry(run.guard, run.results, run.budget, {"search": run.search, "seed": run.record.seed})
+    return ExportRun(run, str(run_dir), record(entry, 1), texts, families, outcomes, method, created)
+
+
+def prompt_texts(record: RunRecord, dataset: Path | None) -> dict[str, str]:
+    """The run's prompts by id, from its dataset (checked against the SHA-256 the run recorded)."""
+    from margin.datasets import load_dataset
+
+    loaded = load_dataset(str(dataset) if dataset is not None else record.dataset_spec, record.target_name,
+                          record.policies.source if record.policies else None)
+    if loaded.sha256 != record.dataset.sha256:
+        raise InputError(f"not the run's dataset (SHA-256 {loaded.sha256[:12]}, the run recorded "
+                         f"{record.dataset.sha256[:12]}): pass the run's own file", field="--dataset")
+    return {p.id: p.text for p in loaded.prompts}
+
+
+def snapshot_time(run_dir: Path) -> str:
+    """When the run's snapshot was made (its date), so the same run exports the same bytes."""
+    try:
+        date = json.loads((run_dir / "snapshot.json").read_text("utf-8"))["meta"]["snapshot_date"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError("no readable snapshot.json: is the run finished?", path=run_dir / "snapshot.json") from None
+    return f"{date}T00:00:00+00:00"

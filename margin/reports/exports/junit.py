@@ -1,6 +1,8 @@
 """JUnit XML for CI dashboards: a test suite per class, a test case per transform family in it;
 a case fails when the family flips any prompt of the class that the guard got right on the
-original, and is skipped when there is none. The margins ride along as suite properties."""
+original, and is skipped when there is none. The margins ride along as suite properties.
+Texts from input (the guard id, family names) show control and bidi characters as
+`<U+XXXX>`: XML 1.0 cannot hold most of them, and a CI page should not reorder them."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import xml.etree.ElementTree as ET
 
 from margin.reports.exports.bundle import ExportRun
 from margin.types import LABELS
+from margin.util.display import make_visible
 
 
 def _suite(bundle: ExportRun, label: str) -> ET.Element:
@@ -41,6 +44,8 @@ def render(bundle: ExportRun) -> str:
     root.extend(suites)
     for key in ("tests", "failures", "errors", "skipped"):
         root.set(key, str(sum(int(s.get(key, "0")) for s in suites)))
+    for element in root.iter():  # always well-formed XML, whatever the ids hold
+        element.attrib = {key: make_visible(value) for key, value in element.attrib.items()}
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 

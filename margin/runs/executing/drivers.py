@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from margin.engine.actors import ActorPool
-from margin.engine.cluster import connect, disconnect
+from margin.engine.cluster import connect, disconnect, import_ray
 from margin.errors import EndpointDown, InputError
 from margin.runfolder import write_run_record
 from margin.runs.executing.folder import check_run_dir, claim_out_dir, remove_unstarted
@@ -118,7 +118,7 @@ def _execute_drivers(prepared: PreparedRun, out_dir: Path, *, resume: bool, made
                      on_progress: Callable[[int, int], None]) -> RunOutcome:
     """`execute_drivers` with the folder locked and checked (`resume`: False when nothing was
     recorded yet, so it starts afresh; `made`: this process made the folder)."""
-    import ray
+    ray = import_ray()
 
     config = prepared.config
     n = config.drivers
@@ -179,14 +179,24 @@ def _wait(runs: list[Any], handles: list[Any], on_progress: Callable[[int, int],
         _, pending = ray.wait(pending, num_returns=len(pending), timeout=POLL_S)
         counts = ray.get([h.progress.remote() for h in handles])
         on_progress(sum(d for d, _ in counts), sum(c for _, c in counts))
-    try:
-        return ray.get(runs)
-    except ray.exceptions.RayTaskError as exc:
-        # A driver's own error (its endpoint down past max_outage, bad input) as one driver
-        # raises it, so the command says it in one line, not inside Ray's traceback.
-        if isinstance(exc.cause, (EndpointDown, InputError)):
-            raise exc.cause from None
-        raise
+    reports, failed = [], []
+    for run in runs:
+        try:
+            reports.append(ray.get(run))
+        except ray.exceptions.RayTaskError as exc:
+            failed.append(exc)
+    if not failed:
+        return reports
+    # A driver that starts once the endpoint is already down is refused at its first call and
+    # takes the endpoint for one never there; another driver, answered before, knows it went
+    # down: the run says what that one says (and how to resume), whichever finished first.
+    down = [exc for exc in failed if isinstance(exc.cause, EndpointDown)]
+    exc = (down or failed)[0]
+    # A driver's own error (its endpoint down past max_outage, bad input) as one driver
+    # raises it, so the command says it in one line, not inside Ray's traceback.
+    if isinstance(exc.cause, (EndpointDown, InputError)):
+        raise exc.cause from None
+    raise exc
 
 
 def _add_up(figures: EngineFigures, parts: list[dict[str, Any]]) -> None:

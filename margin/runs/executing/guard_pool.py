@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from margin.backends.registry import backend_of
+from margin.backends.secrets import public_url
 from margin.engine.actors import ActorPool
 from margin.engine.limits import EndpointLimits
 from margin.engine.local import LocalPool
@@ -104,7 +105,8 @@ def endpoint_url(spec: GuardSpec) -> str:
     from margin.guards.presets import PRESETS
 
     preset = PRESETS.get(spec.name)
-    return spec.base_url or (preset.base_url if preset is not None else None) or f"the {spec.name} endpoint"
+    url = spec.base_url or (preset.base_url if preset is not None else None)
+    return public_url(url) if url else f"the {spec.name} endpoint"
 
 
 def is_remote(spec: GuardSpec) -> bool:

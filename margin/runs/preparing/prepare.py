@@ -4,6 +4,7 @@ ends (a `Ladder`), so a run's memory does not grow with its dataset."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from margin.guards.make import describe_guard, guard_shapes
 from margin.guards.shapes import TEXT, Shapes, check_cases
 from margin.guards.spec import GuardSpec
 from margin.guards.weights import check_loadable
-from margin.runrecord import DEFAULT_MAX_CALLS, LimitSample, Named, RunRecord
+from margin.runrecord import DEFAULT_MAX_CALLS, EditSet, LimitSample, Named, RunRecord
 from margin.runs.executing.guard_pool import is_remote
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.shards import select_shard
@@ -28,6 +29,7 @@ from margin.search.adaptive import ONE_EDIT_MODES
 from margin.search.candidates import Ladder, original_candidate
 from margin.search.incumbents import load_incumbents
 from margin.search.make import STRATEGIES, STRATEGY_TABLE, Strategy, make_search, strategy
+from margin.search.single_edits import KINDS, edit_transforms
 from margin.search.strategies import PromptSearch
 from margin.transforms.suites import Suite, load_suite
 from margin.types import Candidate, Flip, GuardInfo, Prompt
@@ -98,7 +100,8 @@ class PreparedRun:
             max_calls=(c.max_calls or DEFAULT_MAX_CALLS) if adaptive else None,
             incumbents=c.incumbents if adaptive else None,
             # runs made before --one-edit have no key, so the default is not recorded
-            one_edit=c.one_edit if adaptive and c.one_edit not in (None, "guided") else None)
+            one_edit=c.one_edit if adaptive and c.one_edit not in (None, "guided") else None,
+            one_edit_set=EditSet(KINDS, edit_transforms()) if adaptive and c.one_edit == "all" else None)
 
 
 def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
@@ -147,8 +150,8 @@ def check_call_timeout(config: RunConfig, remote: bool) -> None:
 
 def prepare_inputs(config: RunConfig) -> PreparedRun:
     """Validate the inputs; no guard is involved (`margin score` replays through this)."""
-    if config.budget <= 0:
-        raise InputError("must be positive", field="--budget")
+    if not (math.isfinite(config.budget) and config.budget > 0):  # NaN compares false both ways
+        raise InputError(f"must be a finite number above 0, not {config.budget:g}", field="--budget")
     if config.search not in STRATEGIES:
         raise InputError(f"unknown search {config.search!r}; expected one of {', '.join(STRATEGIES)}",
                          field="--search")
