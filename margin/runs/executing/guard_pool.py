@@ -102,16 +102,16 @@ def guard_pool(spec: GuardSpec, guard: Guard | None, *, engine: Engine, batch_si
 
 def endpoint_url(spec: GuardSpec) -> str:
     """The URL a remote guard's requests go to, for outage reports."""
-    from margin.guards.presets import PRESETS
+    from margin.guards.presets import find_preset
 
-    preset = PRESETS.get(spec.name)
+    preset = find_preset(spec.name)
     url = spec.base_url or (preset.base_url if preset is not None else None)
     return public_url(url) if url else f"the {spec.name} endpoint"
 
 
 def is_remote(spec: GuardSpec) -> bool:
     """Whether a guard is served by a remote endpoint, known from its spec alone."""
-    from margin.guards.presets import PRESETS
+    from margin.guards.presets import find_preset
 
-    preset = PRESETS.get(spec.name)
+    preset = find_preset(spec.name)
     return preset is not None and backend_of(spec.backend or preset.backend).remote

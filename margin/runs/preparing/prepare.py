@@ -17,6 +17,7 @@ from margin.engine.settings import ENGINE
 from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.make import describe_guard, guard_shapes
+from margin.guards.serving import served_spec
 from margin.guards.shapes import TEXT, Shapes, check_cases
 from margin.guards.spec import GuardSpec
 from margin.guards.weights import check_loadable
@@ -117,6 +118,8 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
         raise InputError("must be at least 1", field="--replicas")
     check_call_timeout(config, guard.remote if guard is not None else is_remote(spec))
     prepared = prepare_inputs(config)
+    if guard is None:
+        spec = served_spec(spec)  # a guard behind a server: what it serves is part of its identity
     prepared.spec = spec
     prepared.guard = guard
     prepared.info = guard.info if guard is not None else describe_guard(spec)
