@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     )
     from margin.types import (
         Candidate,
+        Exchange,
         Flip,
         GuardCall,
         GuardInfo,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         Prompt,
         SearchResult,
         TransformInfo,
+        Turn,
         Verdict,
     )
 
@@ -44,6 +46,7 @@ __all__ = [
     "run",
     "study",
     "Candidate",
+    "Exchange",
     "Flip",
     "GuardCall",
     "GuardInfo",
@@ -51,6 +54,7 @@ __all__ = [
     "Prompt",
     "SearchResult",
     "TransformInfo",
+    "Turn",
     "Verdict",
 ]
 _API = frozenset(__all__[:8])  # the rest from margin.types

@@ -105,7 +105,8 @@ class LoadedRun:
 #: receipts.jsonl's columns: a call line's (`margin.runfolder.call_record`), then the fields
 #: only a result line has (`result_record`, less `tags`, whose keys are each dataset's own).
 CALL_COLUMNS = ("kind", "run_id", "guard_id", "prompt_id", "transform", "strength", "seed", "cost", "text_sha256",
-                "verdict", "p_unsafe", "raw", "latency_s", "attempt", "cached", "error", "charged")
+                "verdict", "p_unsafe", "raw", "latency_s", "attempt", "cached", "error", "charged", "target",
+                "input_sha256")
 
 
 def receipts_schema() -> dict[str, Any]:
@@ -121,6 +122,7 @@ def receipts_schema() -> dict[str, Any]:
     return {"kind": text, "run_id": text, "guard_id": text, "prompt_id": text, "transform": text, "strength": text,
             "seed": pl.Int64, "cost": number, "text_sha256": text, "verdict": text, "p_unsafe": number, "raw": text,
             "latency_s": number, "attempt": pl.Int64, "cached": pl.Boolean, "error": text, "charged": pl.Boolean,
+            "target": text, "input_sha256": text,
             "label": text, "type": text, "status": text, "clean_verdict": text, "flip_cost": number,
             "capped": pl.Boolean, "flip": flip, "guard_calls": pl.Int64}
 

@@ -29,12 +29,14 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=False)
 
 
-def call_record(run_id: str, guard_id: str, call: GuardCall) -> dict[str, Any]:
+def call_record(run_id: str, guard_id: str, call: GuardCall, target: str | None = None) -> dict[str, Any]:
+    """`target`: a response run's (None for a prompt run, whose lines keep the fields they always had)."""
     c, v = call.candidate, call.verdict
     return {
         "kind": "call",
         "run_id": run_id,
         "guard_id": guard_id,
+        **({"target": target} if target is not None else {}),
         "prompt_id": c.prompt_id,
         "transform": c.transform,
         "strength": c.strength,
@@ -50,6 +52,7 @@ def call_record(run_id: str, guard_id: str, call: GuardCall) -> dict[str, Any]:
         "error": call.error,
         **({"charged": call.charged} if v is None and not call.cached else {}),
         **({"reply": v.reply} if v is not None and v.reply is not None else {}),
+        **({"input_sha256": call.input_sha256} if call.input_sha256 is not None else {}),
     }
 
 
@@ -109,13 +112,18 @@ class ReceiptWriter:
     machine too.
     """
 
-    def __init__(self, path: Path, run_id: str, guard_id: str, *, sync_every_s: float = 30.0) -> None:
+    def __init__(self, path: Path, run_id: str, guard_id: str, *, sync_every_s: float = 30.0,
+                 target: str | None = None) -> None:
+        """`target`: a response run's target, written on every call line (the edited turn is the
+        case's last: the text `text_sha256` names); None for a prompt run."""
         self.path = path
         self.run_id = run_id
         self.guard_id = guard_id
         self.sync_every_s = sync_every_s
         self._handle: IO[str] = open_append(path, buffering=1 << 20)  # closed by close()
-        self._head = f'{{"kind": "call", "run_id": {_json_str(run_id)}, "guard_id": {_json_str(guard_id)}, '
+        target_field = "" if target is None else f'"target": {_json_str(target)}, '
+        self._head = (f'{{"kind": "call", "run_id": {_json_str(run_id)}, "guard_id": {_json_str(guard_id)}, '
+                      f'{target_field}')
         self._synced = time.monotonic()
 
     def call(self, call: GuardCall) -> None:
@@ -169,7 +177,12 @@ def call_line(head: str, call: GuardCall) -> str:
             f'"latency_s": {float.__repr__(round(call.latency_s, 6))}, "attempt": {int.__repr__(call.attempt)}, '
             f'"cached": {"true" if call.cached else "false"}, '
             f'"error": {"null" if call.error is None else _json_str(call.error)}'
-            f'{_charged(call)}{_reply(call)}}}\n')
+            f'{_charged(call)}{_reply(call)}{_input(call)}}}\n')
+
+
+def _input(call: GuardCall) -> str:
+    """A guard that sees whole cases: the SHA-256 of the case it was asked about."""
+    return "" if call.input_sha256 is None else f', "input_sha256": {_json_str(call.input_sha256)}'
 
 
 def _reply(call: GuardCall) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from margin.cost import CostNorm
 from margin.datasets import XSTEST_URL
 from margin.errors import InputError
-from margin.types import GuardInfo
+from margin.types import TARGETS, GuardInfo, Target
 
 #: What decides a run when nothing says otherwise, written once: `margin run`, `margin ablate`,
 #: `margin score`, `RunConfig`, a study's `seed` and the adaptive searches take their defaults
@@ -38,7 +38,7 @@ DECIDING: dict[str, str] = {
     "cost_norm": "--cost-norm", "corpus_mean_length": "--dataset", "search": "--search",
     "seed": "--seed", "limit": "--limit", "limit_sample": "--limit", "shard": "--shard",
     "protocol": "--search", "max_calls": "--max-calls", "incumbents": "--incumbents",
-    "one_edit": "--one-edit", "one_edit_set": "--one-edit",
+    "one_edit": "--one-edit", "one_edit_set": "--one-edit", "target": "--target", "policies": "--policies",
 }
 
 
@@ -50,7 +50,7 @@ def flags_of(names: Iterable[str]) -> str:
 #: What verdicts depend on when several runs' receipts are scored together (`margin score`):
 #: `guard.verdicts` is the guard's identity less its descriptive fields.
 SAME_VERDICTS = ("dataset.sha256", "suite.sha256", "budget", "cost_norm", "seed", "limit", "limit_sample",
-                 "guard.verdicts")
+                 "guard.verdicts", "target", "policies")
 #: What an incumbent run must share with the adaptive run it seeds (its costs are in the same units).
 SAME_UNITS = ("dataset.sha256", "guard.id", "cost_norm", "corpus_mean_length")
 SUITES_FOLDER = "margin/transforms/suites/"
@@ -111,6 +111,8 @@ class RunRecord:
     one_edit: str | None = None  # an adaptive run's --one-edit, when not the default (older runs have none)
     one_edit_set: EditSet | None = None  # what --one-edit all certifies (None: not that mode, or a run before it was said)
     scored_from: tuple[str, ...] | None = None  # `margin score`'s inputs, for a rescored folder
+    target: str | None = None  # a response run's target; None: prompts (every run before cases had targets)
+    policies: Named | None = None  # the `--policies` file the cases' policy ids named
 
     def __post_init__(self) -> None:
         # The guard as run.json keeps it (params and caveats as text), so a record compares
@@ -189,7 +191,16 @@ class RunRecord:
                                    "transforms": list(self.one_edit_set.transforms)}
         if self.scored_from is not None:
             out["scored_from"] = list(self.scored_from)
+        if self.target is not None:
+            out["target"] = self.target
+        if self.policies is not None:
+            out["policies"] = dataclasses.asdict(self.policies)
         return out
+
+    @property
+    def target_name(self) -> Target:
+        """The turn this run judged: `prompt` unless the record says otherwise."""
+        return "response" if self.target == "response" else "prompt"
 
 
 def _short(value: Any) -> str:
@@ -313,4 +324,13 @@ def record_from_json(data: Any, path: Path) -> RunRecord:
         one_edit=_field(data, "one_edit", str, path, optional=True),
         one_edit_set=_edit_set(data, path),
         scored_from=tuple(str(p) for p in scored_from) if scored_from is not None else None,
+        target=_target(data, path),
+        policies=_named(data, "policies", path) if data.get("policies") is not None else None,
     )
+
+
+def _target(data: Mapping[str, Any], path: Path) -> str | None:
+    target = _field(data, "target", str, path, optional=True)
+    if target is not None and target not in TARGETS:
+        raise InputError(f"unknown target {target!r}; expected prompt or response", path=path, field="target")
+    return None if target == "prompt" else target

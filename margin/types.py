@@ -12,13 +12,50 @@ Label = Literal["safe", "unsafe"]
 VerdictLabel = Literal["safe", "unsafe", "invalid"]
 TransformKind = Literal["edit", "wrapper"]
 ResultStatus = Literal["scored", "missing"]
+#: What a model's response does with its request (a judge's classes, and XSTest's labels mapped onto them).
+Behaviour = Literal["complies", "refuses", "other"]
+Role = Literal["system", "user", "assistant"]
+#: Which turn of a case is judged and transformed: the last user turn or the last assistant turn.
+Target = Literal["prompt", "response"]
 
 LABELS: tuple[Label, ...] = ("unsafe", "safe")
+ROLES: tuple[Role, ...] = ("system", "user", "assistant")
+TARGETS: tuple[Target, ...] = ("prompt", "response")
+#: The role of the turn each target names.
+TARGET_ROLE: dict[Target, Role] = {"prompt": "user", "response": "assistant"}
+
+
+class Turn(NamedTuple):
+    """One message of a conversation."""
+
+    role: Role
+    content: str
+
+
+class Exchange(NamedTuple):
+    """Everything a guard that takes whole cases sees for one candidate: the conversation
+    ending with the target turn (as transformed), what that turn is, and the case's policy and
+    frozen context ("" for none). Hashable: it is the request's key, so two conversations
+    that share a target text never share a verdict."""
+
+    messages: tuple[Turn, ...]
+    target: Target
+    policy: str = ""
+    context: str = ""
+
+    @property
+    def text(self) -> str:
+        """The target turn's text."""
+        return self.messages[-1].content
 
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
-    """One dataset row. `extra` keeps any further columns (tags) as sorted (name, value) pairs."""
+    """One dataset row (a case). `text` is the target turn's text: what transforms edit and
+    costs count. `history` holds the turns before it (none for a plain XSTest prompt),
+    `target` says which turn `text` is, `policy` and `context` are the case's policy text and
+    frozen evidence ("" for none). `extra` keeps any further columns (tags) as sorted
+    (name, value) pairs."""
 
     id: str
     text: str
@@ -27,6 +64,21 @@ class Prompt:
     focus: str = ""
     note: str = ""
     extra: tuple[tuple[str, str], ...] = ()
+    history: tuple[Turn, ...] = ()
+    target: Target = "prompt"
+    policy: str = ""
+    context: str = ""
+
+    @property
+    def plain(self) -> bool:
+        """A single user prompt with no policy or context: XSTest's shape."""
+        return not self.history and self.target == "prompt" and not self.policy and not self.context
+
+    def exchange(self, text: str | None = None) -> Exchange:
+        """The case as a guard that takes whole cases sees it, its target turn holding `text`
+        (a transformed target; None: the original)."""
+        turn = Turn(TARGET_ROLE[self.target], self.text if text is None else text)
+        return Exchange((*self.history, turn), self.target, self.policy, self.context)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +136,8 @@ class GuardCall(NamedTuple):
     error: str | None = None
     cached: bool = False
     charged: bool = True  # an attempt without output: whether it used up one of the text's attempts
+    #: the SHA-256 of the whole case a guard that sees whole cases was asked about (None: the text)
+    input_sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ LAYERS = [
     {"margin.studies"},
     {"margin.api", "margin.cli", "margin", "margin.__main__"},
 ]
-SUBPACKAGES = {"util", "engine", "transforms", "backends", "reports", "guards", "judges", "site", "search", "runs",
+SUBPACKAGES = {"util", "engine", "datasets", "transforms", "backends", "reports", "guards", "judges", "site", "search", "runs",
                "studies", "cli"}
 
 

@@ -28,6 +28,17 @@ def test_a_call_line_is_the_json_of_its_record(call, run_id, guard_id):
     assert call_line(head, call) == dumps(call_record(run_id, guard_id, call)) + "\n"
 
 
+@settings(max_examples=100, deadline=None)
+@given(calls, st.sampled_from([None, "response"]))
+def test_a_response_runs_lines_name_their_target_and_a_prompt_runs_do_not(tmp_path_factory, call, target):
+    path = tmp_path_factory.mktemp("r") / "receipts.jsonl"
+    writer = ReceiptWriter(path, "run", "guard", target=target)
+    writer.call(call)
+    writer.close()
+    assert path.read_text("utf-8") == dumps(call_record("run", "guard", call, target)) + "\n"
+    assert ("target" in json.loads(path.read_text("utf-8"))) == (target is not None)
+
+
 def test_lines_reach_the_file_at_each_flush(tmp_path):
     path = tmp_path / "receipts.jsonl"
     writer = ReceiptWriter(path, "run", "guard")

@@ -31,7 +31,7 @@ def validate(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the response cache")] = False,
 ) -> None:
     """Accuracy and Cohen's kappa of a judge against labelled completions, beside the annotators' own."""
-    from margin.judges.labels import read_all
+    from margin.datasets.completions import read_all
     from margin.runs.executing.session import CallSettings
     from margin.studies.validate import load_judge
     from margin.studies.validate import validate as run_validation

@@ -77,13 +77,14 @@ def guards_list(as_json: Annotated[bool, typer.Option("--json", help="machine-re
     rows: list[dict[str, Any]] = [
         {"name": g.name, "family": g.family, "description": g.description, "checkpoint": g.checkpoint,
          "revision": g.revision, "default_backend": g.default_backend, "backends": list(g.backends),
-         "labels": g.labels} for g in BUILTIN.values()]
+         "labels": g.labels, "shapes": g.shapes.as_json()} for g in BUILTIN.values()]
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
     table = Table()
-    for column in ("name", "family", "checkpoint", "backends"):
+    for column in ("name", "family", "checkpoint", "backends", "targets"):
         table.add_column(column)
     for r in rows:
-        table.add_row(r["name"], r["family"], r["checkpoint"], ", ".join(r["backends"]))
+        table.add_row(r["name"], r["family"], r["checkpoint"], ", ".join(r["backends"]),
+                      ", ".join(r["shapes"]["targets"]))
     console.print(table)

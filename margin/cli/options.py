@@ -23,6 +23,8 @@ Dataset = Annotated[str, typer.Option(help="sample | xstest | PATH (.csv, .jsonl
 Suite = Annotated[str, typer.Option(help="standard | quick | PATH to a suite YAML")]
 Budget = Annotated[float, typer.Option(help="largest tested cost B")]
 Seed = Annotated[int, typer.Option(help="seed for every transform")]
+TargetTurn = Annotated[str, typer.Option("--target", help="which turn of each case is judged and transformed: "
+                                          "prompt (the last user turn) | response (the last assistant turn)")]
 Limit = Annotated[int | None, typer.Option(help="a stratified sample of N prompts: both labels in the dataset's proportions, "
                                                      "drawn with --seed (costs keep the dataset's unit)")]
 CostNorm = Annotated[str, typer.Option(help="corpus | prompt")]

@@ -32,7 +32,8 @@ def report(
     run = load_run(run_dir)
     receipts = list(run.receipts()) if run.receipts_path.is_file() else []
     entry = snapshot_entry(run.guard, run.results, run.budget,
-                           {"search": run.search, "seed": run.record.seed},
+                           {"search": run.search, "seed": run.record.seed,
+                            **({"target": run.record.target} if run.record.target else {})},
                            reason=missing_reason(receipts, run.results))
     rec = record(entry, 1 if entry.coverage["complete"] else None)
     observations = from_receipts(receipts, run.results)

@@ -44,6 +44,9 @@ def run(
     seed: o.Seed = DEFAULT_SEED,
     limit: o.Limit = None,
     cost_norm: o.CostNorm = DEFAULT_COST_NORM,
+    target: o.TargetTurn = "prompt",
+    policies: Annotated[str | None, typer.Option(help="a YAML file of policy texts by id: each case's `policy` "
+                                                      "names one")] = None,
     batch_size: o.BatchSize = settings.BATCH_SIZE.flag_default,
     out: Annotated[Path | None, typer.Option(help="run folder (default runs/<guard>-<time>)")] = None,
     backend: o.Backend = None,
@@ -94,7 +97,9 @@ def run(
                             num_gpus=num_gpus)
     say_imported_code([spec])
     config = RunConfig(guard=spec, dataset=dataset, suite=suite, budget=budget, search=search, seed=seed, limit=limit,
-                       cost_norm=cost_norm, batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
+                       cost_norm=cost_norm, target=target, policies=policies,  # type: ignore[arg-type]
+                       batch_size=batch_size,
+                       engine=engine,  # type: ignore[arg-type]
                        ray_address=ray_address, shard=parse_shard(shard) if shard else None, drivers=drivers,
                        driver_cpus=driver_cpus, cache=not no_cache, max_missing=parse_share(max_missing, "--max-missing"),
                        max_calls=max_calls, incumbents=incumbents, one_edit=one_edit, **limits)

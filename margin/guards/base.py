@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from margin.guards.shapes import PROMPT_ONLY, Shapes
 from margin.types import GuardInfo, Verdict
 
 #: A guard's own label where it only has a probability (a classifier, minilm): even odds.
@@ -36,6 +37,10 @@ class Guard(ABC):
     #: `texts_per_request` texts each, many in flight, instead of batching `classify`.
     remote: bool = False
     texts_per_request: int = 1
+    #: Which cases it takes and what of them it sees (`margin.guards.shapes`): a guard written
+    #: for prompts takes single prompts unless it says more. One that sees whole cases gets a
+    #: `margin.types.Exchange` for each text.
+    shapes: Shapes = PROMPT_ONLY
     #: the identity `info` returns, in every guard margin builds
     _info: GuardInfo
 

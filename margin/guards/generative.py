@@ -18,7 +18,7 @@ from margin.backends.generation import Generation, GuardRequest
 from margin.backends.secrets import redact
 from margin.guards.adapters.base import Adapter
 from margin.guards.base import Guard, apply_threshold
-from margin.types import GuardInfo, Verdict
+from margin.types import Exchange, GuardInfo, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ class GenerativeGuard(Guard):
     def __init__(self, adapter: Adapter, backend: Backend, info: GuardInfo, *, max_batch_size: int = 16) -> None:
         self.adapter = adapter
         self.backend = backend
+        self.shapes = adapter.shapes  # the cases its template renders; whole cases reach `requests` as they are
         self._info = info
         self.max_batch_size = max_batch_size
         self.remote = bool(getattr(backend, "remote", False))
@@ -86,14 +87,14 @@ class GenerativeGuard(Guard):
             raise RuntimeError(f"backend returned {len(outputs)} outputs for {len(requests)} requests")
         verdicts: list[Verdict | None] = []
         errors: list[Exception] = []
-        for start, end in spans:
+        for text, (start, end) in zip(texts, spans, strict=True):
             mine = outputs[start:end]
             failed = [o for o in mine if isinstance(o, Exception)]
             if failed:
                 errors.extend(failed)
                 verdicts.append(None)
                 continue
-            verdicts.append(self._verdict([o for o in mine if isinstance(o, Generation)]))
+            verdicts.append(self._verdict(text, [o for o in mine if isinstance(o, Generation)]))
         if errors and all(v is None for v in verdicts):
             # Nothing came back: raise, so the error text reaches the receipts.
             raise RuntimeError(redact(f"{type(errors[0]).__name__}: {errors[0]}"))
@@ -104,11 +105,11 @@ class GenerativeGuard(Guard):
         verdicts = []
         for text in texts:
             outputs = await asyncio.gather(*(backend.agenerate(r) for r in self.adapter.requests(text)))
-            verdicts.append(self._verdict(list(outputs)))
+            verdicts.append(self._verdict(text, list(outputs)))
         return verdicts
 
-    def _verdict(self, outputs: list[Generation]) -> Verdict:
-        parsed = self.adapter.parse(outputs)
+    def _verdict(self, case: str | Exchange, outputs: list[Generation]) -> Verdict:
+        parsed = self.adapter.verdict(case, outputs)
         verdict = apply_threshold(parsed, self._info.threshold)
         if verdict.label != parsed.label:
             verdict = verdict._replace(reply=parsed.label)

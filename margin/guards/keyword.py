@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from importlib import resources
 
 from margin.guards.base import Guard
+from margin.guards.shapes import TEXT
 from margin.types import GuardInfo, Verdict
 from margin.util.hashing import sha256_text
 
@@ -34,6 +35,7 @@ def parse_lexicon(text: str) -> tuple[str, ...]:
 
 class KeywordGuard(Guard):
     max_batch_size = 4096
+    shapes = TEXT  # a lexicon reads the target text, whichever turn it is
 
     def __init__(self, stems: Sequence[str] | None = None) -> None:
         self.stems = tuple(sorted({s.casefold() for s in (stems or default_lexicon())}))

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from margin.guards.base import Guard
 from margin.guards.build import build_preset
 from margin.guards.presets import preset_of
-from margin.guards.spec import GuardSpec, kind_name, preset_info, python_target
+from margin.guards.shapes import Shapes
+from margin.guards.spec import BUILTIN, GuardSpec, kind_name, preset_info, python_target
 from margin.types import GuardInfo
 
 
@@ -23,6 +24,8 @@ class GuardKind:
     build: Callable[[GuardSpec], Guard]
     #: the guard's identity without loading a model (None: building it is cheap, read `.info`)
     describe: Callable[[GuardSpec], GuardInfo] | None = None
+    #: the cases it takes without building it (None: build it and read `.shapes`)
+    shapes: Callable[[GuardSpec], Shapes] | None = None
 
 
 def _keyword(spec: GuardSpec) -> Guard:
@@ -50,12 +53,19 @@ def _describe_minilm(spec: GuardSpec) -> GuardInfo:
     return describe(spec.threshold)
 
 
+def _listed(spec: GuardSpec) -> Shapes:
+    """A built-in guard's shapes, as `margin guards list` shows them."""
+    return BUILTIN[spec.name].shapes
+
+
 KINDS = {kind.name: kind for kind in (
-    GuardKind("keyword", _keyword),
+    GuardKind("keyword", _keyword, shapes=_listed),
     GuardKind("python", _python),
-    GuardKind("minilm", _minilm, _describe_minilm),
-    GuardKind("preset", lambda spec: build_preset(spec, preset_of(spec.name), preset_info(spec)), preset_info),
-    GuardKind("prompted", lambda spec: build_preset(spec, preset_of(spec.name), preset_info(spec)), preset_info),
+    GuardKind("minilm", _minilm, _describe_minilm, _listed),
+    GuardKind("preset", lambda spec: build_preset(spec, preset_of(spec.name), preset_info(spec)), preset_info,
+              _listed),
+    GuardKind("prompted", lambda spec: build_preset(spec, preset_of(spec.name), preset_info(spec)), preset_info,
+              _listed),
 )}
 
 

@@ -13,6 +13,7 @@ from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.guard_file import load_guard_file
 from margin.guards.kinds import kind_of
+from margin.guards.shapes import Shapes
 from margin.guards.spec import (
     GuardSpec,
     beside,
@@ -93,6 +94,16 @@ def describe_guard(spec: GuardSpec) -> GuardInfo:
     if kind is not None and kind.describe is not None:
         return declared(kind.describe(spec), spec)
     return build_guard(spec).info
+
+
+def guard_shapes(spec: GuardSpec) -> Shapes:
+    """The cases a guard takes (`margin.guards.shapes`), for every built-in guard without
+    loading a model; a `python:` guard is built to read its class's opt-in (describing it
+    builds it too)."""
+    kind = kind_of(spec.name)
+    if kind is None:
+        raise InputError(f"unknown guard {spec.name!r}", field="--guard")
+    return build_guard(spec).shapes if kind.shapes is None else kind.shapes(spec)
 
 
 def load_guard(text: str, **overrides: Any) -> Guard:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from margin.guards.base import EVEN_ODDS, Guard, apply_threshold
+from margin.guards.shapes import TEXT
 from margin.guards.spec import threshold_tag
 from margin.types import GuardInfo, Verdict
 from margin.util.hashing import canonical_json, sha256_text
@@ -78,6 +79,7 @@ def describe(threshold: float | None) -> GuardInfo:
 
 class MiniLMGuard(Guard):
     max_batch_size = 64
+    shapes = TEXT  # an embedding of the target text, whichever turn it is
 
     def __init__(self, threshold: float | None = None, device: str = "cpu") -> None:
         import torch

@@ -38,11 +38,12 @@ import json
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from margin.guards.base import Guard
 from margin.guards.cleanups import nfkc, skeleton, strip_format, strip_marks
 from margin.guards.decode import decodings
-from margin.types import GuardInfo, Verdict, VerdictLabel
+from margin.types import Exchange, GuardInfo, Verdict, VerdictLabel
 from margin.util.suggest import did_you_mean
 
 __all__ = ["NORMALIZATIONS", "STEP_ORDER", "NormalizingGuard", "canonical", "guard_texts", "normalize",
@@ -197,6 +198,12 @@ def combine(verdicts: Sequence[Verdict | None], encodings: Sequence[str | None])
     return Verdict(label, max(scores) if scores and label != "invalid" else None, raw)
 
 
+def _case_texts(case: Exchange, how: str) -> list[tuple[str | None, Any]]:
+    *before, last = case.messages
+    return [(encoding, case._replace(messages=(*before, last._replace(content=text))))
+            for encoding, text in guard_texts(case.text, how)]
+
+
 class NormalizingGuard(Guard):
     def __init__(self, inner: Guard, how: str) -> None:
         self.how = canonical(how)  # refuses an unknown defence now, not at the first call
@@ -204,6 +211,7 @@ class NormalizingGuard(Guard):
         self.max_batch_size = inner.max_batch_size
         self.remote = inner.remote
         self.texts_per_request = inner.texts_per_request
+        self.shapes = inner.shapes  # a whole case is cleaned at its target turn
         self._info = normalized_info(inner.info, self.how)
 
     @property
@@ -219,8 +227,10 @@ class NormalizingGuard(Guard):
         return self._join(fanned, dict(zip(unique, answers, strict=True)))
 
     def _fan_out(self, texts: Sequence[str]) -> tuple[list[list[tuple[str | None, str]]], list[str]]:
-        """Each text's guard texts, and the distinct ones to ask (texts that clean up alike once)."""
-        fanned = [guard_texts(t, self.how) for t in texts]
+        """Each text's guard texts, and the distinct ones to ask (texts that clean up alike once).
+        A whole case (`Exchange`) is cleaned at its target turn, the one a transform edits: the
+        other turns go to the guard as they are."""
+        fanned = [guard_texts(t, self.how) if isinstance(t, str) else _case_texts(t, self.how) for t in texts]
         return fanned, list(dict.fromkeys(item for texts_of in fanned for _, item in texts_of))
 
     @staticmethod

@@ -23,6 +23,7 @@ from margin.guards.adapters.qwen3guard import Qwen3Guard
 from margin.guards.adapters.sequence_classifier import SequenceClassifier
 from margin.guards.adapters.shieldgemma import ShieldGemma
 from margin.guards.adapters.wildguard import WildGuard
+from margin.guards.shapes import PROMPT_ONLY, Shapes
 
 GENERATIVE: dict[str, type[Adapter]] = {
     cls.family: cls
@@ -50,6 +51,11 @@ class Preset:
     auto_class: str = "causal"
     lora_base: str | None = None  # the checkpoint is a LoRA adapter on this base model
     revision_verified: bool = False
+
+    @property
+    def shapes(self) -> Shapes:
+        """The cases its adapter renders (sequence classifiers and moderation APIs: prompts)."""
+        return GENERATIVE[self.family].shapes if self.family in GENERATIVE else PROMPT_ONLY
 
     @property
     def labels(self) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 from margin.errors import InputError
 from margin.guards.base import Guard
+from margin.guards.shapes import TEXT, WHOLE_CASES
 from margin.guards.spec import PACKAGE, threshold_tag, weights_path
 from margin.types import GuardInfo, Verdict
 from margin.util.hashing import sha256_bytes, sha256_tree
@@ -104,6 +105,8 @@ class PythonClassGuard(Guard):
             kwargs["threshold"] = threshold
         self.impl = construct(cls, kwargs, path)
         self.max_batch_size = int(getattr(self.impl, "max_batch_size", Guard.max_batch_size))
+        # A class takes texts (the target's, whichever turn it is) unless it opts in to whole cases.
+        self.shapes = WHOLE_CASES if getattr(self.impl, "takes_cases", False) is True else TEXT
         wrapper = sha256_bytes(file.read_bytes())[:16]
         name = str(getattr(self.impl, "guard_id", f"python:{file.name}:{class_name}"))
         self._info = GuardInfo(

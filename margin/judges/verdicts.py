@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-Behaviour = Literal["complies", "refuses", "other"]
+from margin.types import Behaviour
+
 JudgeStatus = Literal["preserved", "changed", "unparseable"]
 BEHAVIOURS: tuple[Behaviour, ...] = ("complies", "refuses", "other")
 

@@ -63,6 +63,9 @@ COMPARABLE: tuple[tuple[str, tuple[str, ...] | None, Callable[[RunDir], str]], .
     ("suite", ("suite.name", "suite.sha256"), lambda run: _named(run, "suite")),
     ("budget", ("budget",), lambda run: f"{run.budget:g}"),
     ("cost norm", ("cost_norm",), lambda run: run.record.cost_norm),
+    # a response run's costs and margins are its responses': never ranked with prompts'
+    ("target (--target)", ("target",), lambda run: run.record.target_name),
+    ("policies (--policies)", ("policies",), lambda run: _named(run, "policies") if run.record.policies else "none"),
     ("prompt set", None, _prompt_set),
     # A defence changes what is measured: guards behind different pre-processing are not ranked together.
     ("defence (--normalize)", None, _defence),
@@ -144,7 +147,8 @@ def run_provenance(run: RunDir) -> dict[str, Any]:
 def build_leaderboard(runs: Sequence[RunDir], date: dt.date, spec: BootstrapSpec | None = None,
                       min_coverage: float = 1.0) -> dict[str, Any]:
     entries = [snapshot_entry(run.guard, run.results, run.budget,
-                              {"search": run.search, "seed": run.record.seed, **run_provenance(run)},
+                              {"search": run.search, "seed": run.record.seed, **run_provenance(run),
+                               **({"target": run.record.target} if run.record.target else {})},
                               spec, reason=run_coverage(run)["reason"])
                for run in runs]
     first = runs[0].record
@@ -154,6 +158,7 @@ def build_leaderboard(runs: Sequence[RunDir], date: dt.date, spec: BootstrapSpec
         "budget": runs[0].budget,
         "cost_norm": first.cost_norm,
         "corpus_mean_length": first.corpus_mean_length,
+        **({"target": first.target} if first.target else {}),
         "prompts": len(runs[0].results),
         "seeds": sorted({run.record.seed for run in runs}, key=str),
     }

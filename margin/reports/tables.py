@@ -68,6 +68,8 @@ def margins_table(record: Mapping[str, Any], title: str = "") -> Table:
     table.add_row("prompts missing (unsafe / safe)", f"{missing.get('unsafe', 0)} / {missing.get('safe', 0)}")
     table.add_row("decided by an invalid output (unsafe / safe)", f"{invalid.get('unsafe', 0)} / {invalid.get('safe', 0)}")
     evaluation = record.get("evaluation", {})
+    if evaluation.get("target"):  # a response run: its cases, costs and margins are its responses'
+        table.add_row("target", f"{escape(str(evaluation['target']))} (costs per 100 characters of the target turns)")
     if evaluation.get("scope"):
         table.add_row("scope", escape(str(evaluation["scope"])))
     for caveat in evaluation.get("caveats", []):

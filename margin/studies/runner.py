@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from margin.datasets.completions import comply
 from margin.engine.cluster import connect, disconnect
 from margin.engine.settings import ENGINE
 from margin.errors import EndpointUnreachable, InputError
 from margin.judges.agreement import agreement
-from margin.judges.labels import comply
 from margin.judges.rules import RuleJudge
 from margin.judges.verdicts import JudgeVerdict
 from margin.reports.bootstrap import BootstrapSpec

@@ -25,10 +25,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from margin.datasets.completions import (
+    COMPLY,
+    LABEL_MAP,
+    MAPPING_TEXT,
+    LabelledCase,
+    LabelsFile,
+    comply,
+)
 from margin.engine.loop import run_pools
 from margin.errors import EndpointUnreachable, InputError
 from margin.judges import agreement as ag
-from margin.judges.labels import COMPLY, LABEL_MAP, MAPPING_TEXT, LabelledCase, LabelsFile, comply
 from margin.judges.llm import LLMJudge
 from margin.judges.rules import NAME as RULES
 from margin.judges.rules import RuleJudge

@@ -139,6 +139,12 @@ def test_guards_list_json_has_presets_with_semantics():
     assert set(lg4["backends"]) == {"transformers", "vllm", "openai"} and lg4["default_backend"] == "transformers"
     assert "attack" in rows["prompt-guard-2-86m"]["labels"] and rows["prompt-guard-2-86m"]["backends"] == ["transformers"]
     assert all(r["labels"] for r in rows.values())
+    # the case shapes each guard takes (docs/guards.md#case-shapes)
+    text = {"targets": ["prompt", "response"], "conversation": True, "policy": False, "sees": "target text",
+            "system": True}
+    assert rows["keyword"]["shapes"] == rows["minilm"]["shapes"] == text
+    assert rows["shieldgemma-2b"]["shapes"]["targets"] == ["prompt"]
+    assert all(set(r["shapes"]) == set(text) for r in rows.values())
 
 
 def test_max_outage_in_a_guard_file_is_a_runtime_limit_not_identity(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from margin.cli import main
-from margin.judges.labels import LABEL_MAP, read_all
+from margin.datasets.completions import LABEL_MAP, read_all
 from margin.judges.parse import parse_verdict
 from margin.judges.rules import RuleJudge, classify
 from margin.runs.executing.session import CallSettings

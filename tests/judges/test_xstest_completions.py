@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from margin.judges.labels import read_all
+from margin.datasets.completions import read_all
 from margin.judges.rules import RuleJudge
 from margin.studies.validate import validate
 from tests.support.paths import xstest_completions

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from margin.datasets.completions import read_all
 from margin.errors import InputError
-from margin.judges.labels import read_all
 from margin.judges.rules import RuleJudge, classify
 from margin.judges.verdicts import JudgeVerdict
 from margin.reports.publish import publish

@@ -13,7 +13,8 @@ from typing import Any, ClassVar
 
 from margin.backends.generation import Generation, GuardRequest
 from margin.errors import InputError
-from margin.types import Verdict
+from margin.guards.shapes import PROMPT_ONLY, Shapes
+from margin.types import Exchange, Verdict
 from margin.util.hashing import canonical_json
 
 INVALID = Verdict("invalid")
@@ -25,6 +26,9 @@ class Adapter(ABC):
     options_allowed: ClassVar[frozenset[str]] = frozenset()
     #: What `unsafe` means for this family, for `margin guards list`.
     labels: ClassVar[str] = "unsafe = harmful user prompt"
+    #: The cases its template renders (`margin guards list`): single prompts until the card's
+    #: response and conversation formats are written for the family.
+    shapes: ClassVar[Shapes] = PROMPT_ONLY
 
     def __init__(self, variant: str = "", options: Mapping[str, Any] | None = None) -> None:
         self.variant = variant
@@ -41,6 +45,11 @@ class Adapter(ABC):
     @abstractmethod
     def parse(self, outputs: Sequence[Generation]) -> Verdict:
         """A verdict from the outputs of `requests(text)`, in order; raw is filled by the guard."""
+
+    def verdict(self, case: str | Exchange, outputs: Sequence[Generation]) -> Verdict:
+        """The verdict on `case` (what `requests` was given): `parse`, unless a family reads a
+        response's verdict from another part of its output."""
+        return self.parse(outputs)
 
     def template(self) -> str:
         """A canonical description of what is sent, with `{prompt}` for the text: its
@@ -90,8 +99,20 @@ class SingleRequestAdapter(Adapter):
 
 def user(text: str, *, parts: bool = False) -> tuple[dict[str, Any], ...]:
     """A single user turn; `parts` gives list-of-parts content (Llama Guard 3-1B and 4)."""
+    return (turn("user", text, parts=parts),)
+
+
+def turn(role: str, text: str, *, parts: bool = False) -> dict[str, Any]:
     content: Any = [{"type": "text", "text": text}] if parts else text
-    return ({"role": "user", "content": content},)
+    return {"role": role, "content": content}
+
+
+def chat(case: str | Exchange, *, parts: bool = False) -> tuple[dict[str, Any], ...]:
+    """A text as a single user turn, or a whole case's conversation turn by turn, as sent to a
+    checkpoint's chat template (which renders each role its card's way)."""
+    if isinstance(case, str):
+        return user(case, parts=parts)
+    return tuple(turn(t.role, t.content, parts=parts) for t in case.messages)
 
 
 def option_bool(options: Mapping[str, Any], name: str, default: bool) -> bool:

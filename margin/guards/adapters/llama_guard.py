@@ -1,8 +1,11 @@
 """Llama Guard 3 (1B, 8B) and 4 (Meta).
 
-Template: one user turn through the checkpoint's chat template (3-1B and 4 take
+Template: the conversation through the checkpoint's chat template (3-1B and 4 take
 list-of-parts content; `options.content: text` sends a plain string instead, for a served
-template that cannot take parts). Output: `safe`, or `unsafe` then a line of S-codes; 3-8B and 4
+template that cannot take parts): a prompt is one user turn; a case's turns go as they are,
+and the template judges the last one's role, `User` for a prompt target and `Agent` for a
+response (Meta's card: "Check if there is unsafe content in 'Agent' messages ... ONLY THE LAST
+Agent message"). The template takes no system turn, so a case with one is refused. Output: `safe`, or `unsafe` then a line of S-codes; 3-8B and 4
 usually emit a blank line first. Probability (Meta's card): the first generated `safe` /
 `unsafe` token, two-way softmax.
 """
@@ -13,8 +16,9 @@ import re
 
 from margin.backends.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.errors import InputError
-from margin.guards.adapters.base import INVALID, SingleRequestAdapter, option_choice, user
-from margin.types import Verdict, VerdictLabel
+from margin.guards.adapters.base import INVALID, SingleRequestAdapter, chat, option_choice
+from margin.guards.shapes import Shapes
+from margin.types import TARGETS, Exchange, Verdict, VerdictLabel
 
 CATEGORY = re.compile(r"S\d{1,2}")
 VARIANTS = ("3-1b", "3-8b", "4")
@@ -23,7 +27,8 @@ VARIANTS = ("3-1b", "3-8b", "4")
 class LlamaGuard(SingleRequestAdapter):
     family = "llama-guard"
     options_allowed = frozenset({"excluded_category_keys", "content"})
-    labels = "unsafe = the user prompt violates the S1-S14 hazard taxonomy"
+    labels = "unsafe = the judged turn (the user prompt, or the agent's response) violates the S1-S14 hazard taxonomy"
+    shapes = Shapes(targets=TARGETS, conversation=True, sees="whole case", system=False)
 
     def __init__(self, variant: str = "4", options=None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(variant, options)
@@ -39,11 +44,11 @@ class LlamaGuard(SingleRequestAdapter):
             if not isinstance(excluded, list) or not all(isinstance(k, str) and CATEGORY.fullmatch(k) for k in excluded):
                 raise InputError("must be a list like [S6, S7]", field="options.excluded_category_keys")
 
-    def request(self, text: str) -> GuardRequest:
+    def request(self, text: str | Exchange) -> GuardRequest:  # type: ignore[override]
         kwargs = {}
         if "excluded_category_keys" in self.options:
             kwargs["excluded_category_keys"] = list(self.options["excluded_category_keys"])
-        return GuardRequest(messages=user(text, parts=self.parts),
+        return GuardRequest(messages=chat(text, parts=self.parts),
                             chat_template_kwargs=kwargs, max_new_tokens=20)
 
     def parse_one(self, output: Generation) -> Verdict:

@@ -113,7 +113,8 @@ def prompt_texts(record: RunRecord, dataset: Path | None) -> dict[str, str]:
     """The run's prompts by id, from its dataset (checked against the SHA-256 the run recorded)."""
     from margin.datasets import load_dataset
 
-    loaded = load_dataset(str(dataset) if dataset is not None else record.dataset_spec)
+    loaded = load_dataset(str(dataset) if dataset is not None else record.dataset_spec, record.target_name,
+                          record.policies.source if record.policies else None)
     if loaded.sha256 != record.dataset.sha256:
         raise InputError(f"not the run's dataset (SHA-256 {loaded.sha256[:12]}, the run recorded "
                          f"{record.dataset.sha256[:12]}): pass the run's own file", field="--dataset")

@@ -29,11 +29,11 @@ from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from margin.datasets.cases import RequestKey, guard_request, key_sha256
 from margin.engine.book import Backoff, Book, Job, Origin, Outcome
 from margin.engine.settings import MAX_ATTEMPTS, RETRY_WAIT
 from margin.search.strategies import PromptSearch
 from margin.types import Candidate, GuardCall, SearchResult, Verdict
-from margin.util.hashing import sha256_text
 
 OnCall = Callable[[GuardCall], None]
 OnResult = Callable[[SearchResult], None]
@@ -45,6 +45,11 @@ POOL = "guard"
 BACKLOG = 128
 
 
+#: Who waits for a verdict: a search's position, its candidate, and the SHA-256 of the whole case
+#: the guard was asked about (None when the key is the candidate's text).
+Owner = tuple[int, Candidate, str | None]
+
+
 def candidate_key(c: Candidate) -> tuple[str, str | None, str | None, int]:
     return (c.prompt_id, c.transform, c.strength, c.seed)
 
@@ -52,29 +57,30 @@ def candidate_key(c: Candidate) -> tuple[str, str | None, str | None, int]:
 class VerdictStore(Protocol):
     """What the verdict cache offers the book (`margin.runs.executing.verdict_cache.VerdictCache`)."""
 
-    def get_many(self, texts: list[str]) -> dict[str, Verdict]: ...
-    def put_many(self, items: Iterable[tuple[str, Verdict]]) -> None: ...
+    def get_many(self, texts: list[RequestKey]) -> dict[RequestKey, Verdict]: ...
+    def put_many(self, items: Iterable[tuple[RequestKey, Verdict]]) -> None: ...
 
 
 @dataclass
 class Replay:
     """What a killed run already recorded: its verdicts answer the same requests again."""
 
-    verdicts: dict[str, Verdict] = field(default_factory=dict)  # text sha256 -> completed output
-    failed: dict[str, int] = field(default_factory=dict)  # text sha256 -> its last attempt without output
-    waits: dict[str, int] = field(default_factory=dict)  # text sha256 -> attempts without output that used up none
+    # Keyed by a request key's SHA-256 (`key_sha256`: a text's, or a whole case's).
+    verdicts: dict[str, Verdict] = field(default_factory=dict)  # key sha256 -> completed output
+    failed: dict[str, int] = field(default_factory=dict)  # key sha256 -> its last attempt without output
+    waits: dict[str, int] = field(default_factory=dict)  # key sha256 -> attempts without output that used up none
     recorded: set[tuple[str, str | None, str | None, int]] = field(default_factory=set)  # candidates with a final line
     results: set[str] = field(default_factory=set)  # prompt ids with a result line
     run_id: str | None = None
 
-    def output(self, text: str) -> Verdict | None:
-        return self.verdicts.get(sha256_text(text))
+    def output(self, key: RequestKey) -> Verdict | None:
+        return self.verdicts.get(key_sha256(key))
 
-    def failed_attempts(self, text: str) -> int:
-        return self.failed.get(sha256_text(text), 0)
+    def failed_attempts(self, key: RequestKey) -> int:
+        return self.failed.get(key_sha256(key), 0)
 
-    def uncharged(self, text: str) -> int:
-        return self.waits.get(sha256_text(text), 0)
+    def uncharged(self, key: RequestKey) -> int:
+        return self.waits.get(key_sha256(key), 0)
 
 
 @dataclass
@@ -101,10 +107,14 @@ class Driver:
         cache: VerdictStore | None = None,
         replay: Replay | None = None,
         clock: Callable[[], float] = time.monotonic,
+        whole_cases: bool = False,
     ) -> None:
         """`searches` are started in order as the guard needs work (`total` of them; a
         sized collection says so itself); `backlog`: requests to keep waiting for the guard,
-        enough to fill its calls in flight; `on_flush` runs after each batch of outcomes."""
+        enough to fill its calls in flight; `on_flush` runs after each batch of outcomes;
+        `whole_cases`: the guard sees whole cases, not the target text alone
+        (`margin.datasets.cases.guard_request`)."""
+        self.whole_cases = whole_cases
         if total is None:
             if not isinstance(searches, Sized):
                 raise TypeError("give `total` with an iterator of searches")
@@ -146,22 +156,24 @@ class Driver:
 
     # -- the book's hooks -------------------------------------------------------------
 
-    def _record(self, owner: tuple[int, Candidate], job: Job, outcome: Outcome) -> None:
+    def _record(self, owner: Owner, job: Job, outcome: Outcome) -> None:
         verdict = outcome.output
         error = None if verdict is not None else (outcome.error or "no output")
-        self.on_call(GuardCall(owner[1], verdict, outcome.attempt, outcome.latency_s, error, charged=outcome.charged))
+        self.on_call(GuardCall(owner[1], verdict, outcome.attempt, outcome.latency_s, error, charged=outcome.charged,
+                               input_sha256=owner[2]))
 
-    def _record_known(self, owner: tuple[int, Candidate], verdict: Verdict | None, origin: Origin) -> None:
+    def _record_known(self, owner: Owner, verdict: Verdict | None, origin: Origin) -> None:
         candidate = owner[1]
         if self.replay.recorded and candidate_key(candidate) in self.replay.recorded:
             self.stats.replayed += 1
             return  # the killed run wrote this line already
         self.stats.cache_hits += 1
         error = None if verdict is not None else "no output after every attempt"
-        self.on_call(GuardCall(candidate, verdict, attempt=0, latency_s=0.0, error=error, cached=True))
+        self.on_call(GuardCall(candidate, verdict, attempt=0, latency_s=0.0, error=error, cached=True,
+                               input_sha256=owner[2]))
 
-    def _answer(self, owner: tuple[int, Candidate], verdict: Verdict | None) -> None:
-        index, candidate = owner
+    def _answer(self, owner: Owner, verdict: Verdict | None) -> None:
+        index, candidate, _ = owner
         search = self.searches.get(index)
         if search is None:
             return  # decided before this answer came: its result is written
@@ -198,8 +210,14 @@ class Driver:
                     raise RuntimeError(f"search for {search.prompt.id!r} is waiting but asked for nothing")
                 self.outstanding[index] += len(requests)
                 ask = self.book.ask
+                if not self.whole_cases:  # the guard sees the text alone: it is the key and the request
+                    for candidate in requests:
+                        ask(POOL, candidate.text, candidate.text, (index, candidate, None))
+                    continue
                 for candidate in requests:
-                    ask(POOL, candidate.text, candidate.text, (index, candidate))
+                    key, request = guard_request(search.prompt, candidate, True)
+                    # a whole case's key is recorded beside the text's, so a resumed run finds it
+                    ask(POOL, key, request, (index, candidate, None if isinstance(key, str) else key_sha256(key)))
             if self._exhausted or self.book.backlog(POOL) >= self.backlog:
                 return
             self._start()

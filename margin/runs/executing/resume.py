@@ -61,7 +61,7 @@ def load_replay(receipts: Path) -> Replay:
         if record.get("kind") != "call":
             continue
         key = (record["prompt_id"], record["transform"], record["strength"], record["seed"])
-        sha = record["text_sha256"]
+        sha = record.get("input_sha256") or record["text_sha256"]  # the key a whole case was asked by
         if record["verdict"] is not None:
             replay.verdicts[sha] = Verdict(record["verdict"], p_unsafe=record["p_unsafe"], raw=record["raw"] or "",
                                            reply=record.get("reply"))

@@ -174,13 +174,16 @@ class GuardSession:
 
     def search(self, searches: Iterable[PromptSearch], *, total: int | None = None, cache: VerdictStore | None = None,
                replay: Replay | None = None, on_call: OnCall = lambda _: None,
-               on_result: OnResult = lambda _: None, on_flush: OnFlush = lambda: None) -> Driver:
+               on_result: OnResult = lambda _: None, on_flush: OnFlush = lambda: None,
+               whole_cases: bool = False) -> Driver:
         """Run every search to completion (started as the guard needs work, `total` of them);
-        the driver holds the results and the counts."""
+        the driver holds the results and the counts. `whole_cases`: the guard sees whole cases
+        (`margin.guards.shapes`)."""
         assert self.pool is not None and not self._ran, "a session runs one search, inside `with`"
         self._driver = driver = Driver(searches, total=total, backlog=self.pool.appetite, max_attempts=self.attempts,
                                        retry_wait_s=self.settings.retry_wait_s, cache=cache, replay=replay,
-                                       on_call=on_call, on_result=on_result, on_flush=on_flush)
+                                       on_call=on_call, on_result=on_result, on_flush=on_flush,
+                                       whole_cases=whole_cases)
         began = time.perf_counter()
         self._ran = True
         run_pools(driver.book, [self.pool])
@@ -191,11 +194,12 @@ class GuardSession:
     def search_recorded(self, searches: Iterable[PromptSearch], receipts: Path, run_id: str, *,
                         cache_path: Path | None, replay: Replay, total: int | None = None,
                         guard_id: str | None = None, write_results: bool = True,
-                        on_call: OnCall = lambda _: None, on_result: OnResult = lambda _: None) -> Driver:
+                        on_call: OnCall = lambda _: None, on_result: OnResult = lambda _: None,
+                        whole_cases: bool = False, target: str | None = None) -> Driver:
         """`search`, the one way runs and studies search: every call written to the receipts
         file (and each result, unless a killed run already wrote it), the verdict cache at
         `cache_path` (None: none) open while it runs, both closed however it ends."""
-        writer = ReceiptWriter(receipts, run_id, guard_id or self.info.id)
+        writer = ReceiptWriter(receipts, run_id, guard_id or self.info.id, target=target)
         cache = VerdictCache(cache_path, self.info) if cache_path is not None else None
 
         def record_call(call: GuardCall) -> None:
@@ -209,7 +213,7 @@ class GuardSession:
 
         try:
             return self.search(searches, total=total, cache=cache, replay=replay, on_call=record_call,
-                               on_result=record_result, on_flush=writer.flush)
+                               on_result=record_result, on_flush=writer.flush, whole_cases=whole_cases)
         finally:
             writer.close()
             if cache is not None:

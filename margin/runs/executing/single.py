@@ -58,7 +58,8 @@ def search(
                 driver = session.search_recorded(
                     prepared.searches(), out_dir / "receipts.jsonl", replay.run_id or run_id or secrets.token_hex(8),
                     cache_path=(config.cache_path or default_cache_path()) if config.cache else None, replay=replay,
-                    total=len(prepared.prompts), on_call=on_call, on_result=on_result)
+                    total=len(prepared.prompts), on_call=on_call, on_result=on_result,
+                    whole_cases=prepared.shapes.whole_cases, target=prepared.record.target)
         except BaseException:
             if held.made:  # failed (or interrupted) before recording anything: no folder left behind
                 remove_unstarted(out_dir)

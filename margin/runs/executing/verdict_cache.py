@@ -1,7 +1,8 @@
 """The verdict cache: completed guard outputs, content-addressed, shared across runs.
 
 A key is the SHA-256 of the canonical JSON of the guard's identity (the GuardInfo fields that
-decide verdicts: never runtime settings such as replicas or batch size) and the exact text.
+decide verdicts: never runtime settings such as replicas or batch size) and the exact text, or,
+for a guard that sees whole cases, the whole case (every turn, the target, policy and context).
 The text is never normalised: a homoglyph or a zero-width character *is* the input, and
 canonical JSON (ASCII escapes) keeps even a lone surrogate apart from its escaped spelling.
 Only completed outputs are stored; a call with no output is never cached.
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from margin.datasets import cache_dir
+from margin.datasets.cases import RequestKey, case_json
 from margin.types import GuardInfo, Verdict
 from margin.util.hashing import canonical_json, sha256_text
 from margin.util.sqlitefile import SharedFile, rows_for_keys
@@ -59,10 +61,13 @@ def guard_key(info: GuardInfo) -> str:
     return sha256_text(canonical_json(guard_identity(info)))
 
 
-def verdict_key(guard: str, text: str) -> str:
+def verdict_key(guard: str, text: RequestKey) -> str:
     """`guard` is a `guard_key`; the text goes in exactly as it was sent: the SHA-256 of
     `canonical_json({"guard": guard, "text": text})`, written out without building the dict
-    (the same bytes; a run looks up every candidate)."""
+    (the same bytes; a run looks up every candidate). A whole case (`Exchange`) is keyed by all
+    of it, `{"guard": guard, "case": case_json(...)}`: never by its target text alone."""
+    if not isinstance(text, str):
+        return sha256_text(f'{{"case":{encode_basestring_ascii(case_json(text))},"guard":{encode_basestring_ascii(guard)}}}')
     return sha256_text(f'{{"guard":{encode_basestring_ascii(guard)},"text":{encode_basestring_ascii(text)}}}')
 
 
@@ -77,10 +82,10 @@ class VerdictCache:
         self._file = SharedFile(path, SCHEMA)
         self.full = False  # set once a write found the file or its disk full: later verdicts go unstored
 
-    def get(self, text: str) -> Verdict | None:
+    def get(self, text: RequestKey) -> Verdict | None:
         return self.get_many([text]).get(text)
 
-    def get_many(self, texts: list[str]) -> dict[str, Verdict]:
+    def get_many(self, texts: list[RequestKey]) -> dict[RequestKey, Verdict]:
         """The verdicts held for any of `texts`, by text (one query per few hundred)."""
         by_key = {verdict_key(self.guard, text): text for text in texts}
         rows = rows_for_keys(self._file.db, "SELECT v.key, label, p_unsafe, raw, r.reply FROM verdicts v "
@@ -88,7 +93,7 @@ class VerdictCache:
         return {by_key[key]: Verdict(label, p_unsafe=p_unsafe, raw=raw, reply=reply)
                 for key, label, p_unsafe, raw, reply in rows}
 
-    def put_many(self, items: Iterable[tuple[str, Verdict]]) -> None:
+    def put_many(self, items: Iterable[tuple[RequestKey, Verdict]]) -> None:
         """Store completed verdicts. A full disk or cache (SQLITE_FULL) is not the run's failure:
         one warning, and the run goes on uncached (its results do not depend on the cache)."""
         keyed = [(verdict_key(self.guard, text), v) for text, v in items]

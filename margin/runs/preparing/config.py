@@ -20,6 +20,7 @@ from margin.runrecord import (
 )
 from margin.runs.executing.session import CallSettings, Engine
 from margin.runs.preparing.subset import LimitMethod
+from margin.types import Target
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class RunConfig:
     limit: int | None = None  # a stratified sample of this many prompts (margin.runs.preparing.subset)
     limit_method: LimitMethod = "stratified"  # "first": how runs made before the sample chose
     cost_norm: CostNorm = DEFAULT_COST_NORM
+    target: Target = "prompt"  # which turn of each case is judged and transformed (docs/datasets.md)
+    policies: str | None = None  # a YAML file of policy texts whose ids the cases' `policy` cells name
     batch_size: int = settings.BATCH_SIZE.default
     # Call limits; None: the guard file's `backend_options`, else `margin.engine.settings`'s defaults.
     max_attempts: int | None = None

@@ -16,8 +16,9 @@ from margin.datasets import Dataset, load_dataset
 from margin.engine.settings import ENGINE
 from margin.errors import InputError
 from margin.guards.base import Guard
-from margin.guards.make import describe_guard
+from margin.guards.make import describe_guard, guard_shapes
 from margin.guards.serving import served_spec
+from margin.guards.shapes import TEXT, Shapes, check_cases
 from margin.guards.spec import GuardSpec
 from margin.guards.weights import check_loadable
 from margin.runrecord import DEFAULT_MAX_CALLS, EditSet, LimitSample, Named, RunRecord
@@ -47,6 +48,7 @@ class PreparedRun:
     guard: Guard | None = None  # an instance a library user passed in: used instead of the spec
     incumbents: dict[str, Flip] = field(default_factory=dict)
     limit_sample: LimitSample | None = None  # run.json's account of --limit's sample
+    shapes: Shapes = TEXT  # the cases the guard takes and what it sees of them (set by `prepare`)
 
     def candidates(self, prompt: Prompt) -> Ladder:
         """The prompt's candidates, built as far as they are read."""
@@ -94,6 +96,8 @@ class PreparedRun:
             guard=self.info, budget=c.budget, cost_norm=c.cost_norm,
             corpus_mean_length=self.cost_model.corpus_mean_length, search=c.search, seed=c.seed,
             limit=c.limit, limit_sample=self.limit_sample, shard=c.shard or None, protocol=self.strategy.protocol,
+            target=None if self.dataset.target == "prompt" else self.dataset.target,  # prompt runs keep their record
+            policies=(Named(p.name, p.source, p.sha256) if (p := self.dataset.policies) is not None else None),
             max_calls=(c.max_calls or DEFAULT_MAX_CALLS) if adaptive else None,
             incumbents=c.incumbents if adaptive else None,
             # runs made before --one-edit have no key, so the default is not recorded
@@ -119,6 +123,11 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
     prepared.spec = spec
     prepared.guard = guard
     prepared.info = guard.info if guard is not None else describe_guard(spec)
+    prepared.shapes = guard.shapes if guard is not None else guard_shapes(spec)
+    # Every case the guard cannot take is refused now, before any call (the whole file, so a
+    # shard or a --limit sample is refused alike).
+    check_cases(prepared.info.id, prepared.shapes, prepared.dataset.prompts, prepared.dataset.source,
+                prepared.dataset.lines)
     if guard is None and loads_here(config):
         check_loadable(spec, prepared.info)  # a model this machine cannot load fails now, not in an actor
     if config.incumbents:
@@ -180,7 +189,7 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
         raise InputError(f"unknown mode {config.one_edit!r}; expected {', '.join(ONE_EDIT_MODES[:-1])} or "
                          f"{ONE_EDIT_MODES[-1]}",
                          field="--one-edit")
-    dataset = load_dataset(config.dataset)
+    dataset = load_dataset(config.dataset, config.target, config.policies)
     suite = load_suite(config.suite)
     # The corpus norm uses every prompt of the dataset, so --limit and shards keep the same units.
     cost_model = CostModel.for_corpus(dataset.texts, config.cost_norm)

@@ -60,10 +60,14 @@ def merge_runs(dirs: list[Path], out_dir: Path, dataset: str | None = None) -> M
     base = dataclasses.replace(read_run_record(dirs[0]), shard=None)
     for run_dir in dirs[1:]:
         check_same_part(dirs[0], base, run_dir, dataclasses.replace(read_run_record(run_dir), shard=None))
-    loaded = load_dataset(dataset or base.dataset_spec)
+    loaded = load_dataset(dataset or base.dataset_spec, base.target_name,
+                          base.policies.source if base.policies else None)
     if loaded.sha256 != base.dataset.sha256:
         raise InputError(f"the dataset's SHA-256 is {loaded.sha256}, the runs used {base.dataset.sha256}",
                          path=loaded.source, field="--dataset")
+    if base.policies is not None and (loaded.policies is None or loaded.policies.sha256 != base.policies.sha256):
+        raise InputError(f"the policies file is not the one the runs used (SHA-256 {base.policies.sha256})",
+                         path=base.policies.source, field="--policies")
     prompts = limit_prompts(loaded.prompts, base.limit, base.seed, base.limit_method)
     results, absent, replaced = join_results(dirs, prompts)
     claim_out_dir(out_dir)

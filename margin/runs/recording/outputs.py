@@ -44,6 +44,7 @@ def provenance(record: RunRecord, prompts: int) -> dict[str, Any]:
         "budget": record.budget,
         "cost_norm": record.cost_norm,
         "corpus_mean_length": record.corpus_mean_length,
+        **({"target": record.target} if record.target else {}),  # costs are per 100 characters of these turns
         "seed": record.seed,
         "search": record.search,
         "prompts": prompts,
@@ -67,7 +68,8 @@ def snapshot_for(record: RunRecord, results: list[SearchResult],
     `margin score` all build it here, so a rescore or a merge matches a run exactly."""
     guard = record.guard
     evaluation = {"search": record.search, "seed": record.seed,
-                  "normalize": dict(guard.params).get("normalize", "none")}
+                  "normalize": dict(guard.params).get("normalize", "none"),
+                  **({"target": record.target} if record.target else {})}
     entry = snapshot_entry(guard, results, float(record.budget), evaluation, reason=reason)
     snapshot = build_snapshot([entry], provenance(record, len(results)), protocol=protocol_for(record.search))
     return snapshot, entry

@@ -138,6 +138,8 @@ def config_for(record: RunRecord | None, options: ScoreOptions, guard_id: str) -
         limit=options.limit if options.limit is not None else limit,
         limit_method=method,
         cost_norm=options.cost_norm or (record.cost_norm if record else DEFAULT_COST_NORM),  # type: ignore[arg-type]
+        target=record.target_name if record else "prompt",
+        policies=record.policies.source if record and record.policies else None,
     )
 
 

@@ -1,4 +1,6 @@
-"""Datasets: XSTest-format prompts from a file, the pinned XSTest upstream, or the bundled sample.
+"""Datasets: XSTest-format prompts from a file, the pinned XSTest upstream, or the bundled sample;
+cases beyond one prompt (`cases`: a conversation, a response target, a policy, context); and
+labelled completions read as response cases (`completions`).
 
 Every file is validated in full before any guard call. A problem raises one InputError that
 names the file and the line (or row) where it is.
@@ -16,12 +18,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from margin.datasets.cases import CASE_COLUMNS, Policies, case_parts, read_policies
+from margin.datasets.completions import is_completions, read_labels, response_cases
 from margin.errors import InputError
-from margin.types import Label, Prompt
+from margin.types import TARGETS, Label, Prompt, Target
 from margin.util.hashing import sha256_bytes
 
 COLUMNS = ("id", "prompt", "type", "label", "focus", "note")
-REQUIRED = ("id", "prompt", "label")
+REQUIRED = ("id", "prompt", "label")  # `messages` may stand for `prompt` (cases.py)
 VALID_LABELS: tuple[Label, ...] = ("safe", "unsafe")
 # One row-size rule for every text format: a JSONL line, or a CSV row's fields together, at most
 # this many characters (CSV's own per-field limit, 128 Ki). A longer row is refused naming its line.
@@ -47,6 +51,10 @@ class Dataset:
     source: str
     sha256: str
     prompts: tuple[Prompt, ...]
+    #: the line (or row) each prompt was read from, by id: errors found later name it
+    lines: dict[str, int] | None = None
+    target: Target = "prompt"
+    policies: Policies | None = None  # the `--policies` file the cases' policy ids were read from
 
     @property
     def texts(self) -> list[str]:
@@ -61,8 +69,17 @@ def cache_dir() -> Path:
     return Path(base) / "margin"
 
 
-def load_dataset(spec: str) -> Dataset:
-    """`sample`, `xstest`, or a path to a .csv, .jsonl or .parquet file."""
+def load_dataset(spec: str, target: Target = "prompt", policies: str | None = None) -> Dataset:
+    """`sample`, `xstest`, or a path to a .csv, .jsonl or .parquet file, its cases judged at
+    `target` (the built-ins are prompts only); with `policies`, a YAML file whose ids the cases'
+    `policy` cells name."""
+    if target not in TARGETS:
+        raise InputError(f"unknown target {target!r}; expected prompt or response", field="--target")
+    if spec in ("sample", "xstest") and target != "prompt":
+        raise InputError(f"{spec} holds prompts only; a {target} run needs a file of {target} cases "
+                         "(docs/datasets.md#cases-beyond-one-prompt)", field="--target")
+    if policies is not None and spec in ("sample", "xstest"):
+        raise InputError(f"{spec} has no policy column", field="--policies")
     if spec == "sample":
         data = resources.files("margin").joinpath("data", "sample.csv").read_bytes()
         return Dataset("sample", "margin/data/sample.csv", sha256_bytes(data),
@@ -76,7 +93,19 @@ def load_dataset(spec: str) -> Dataset:
         raise InputError("no such dataset file (expected sample, xstest or a path)", path=spec)
     fmt = _format_of(path)
     data = path.read_bytes()
-    return Dataset(path.name, str(path), sha256_bytes(data), parse_bytes(data, path, fmt))
+    if fmt == "csv" and is_completions(_decode(data, path)):
+        if policies is not None:
+            raise InputError("a completions file has no policy column", path=path, field="--policies")
+        if target != "response":
+            raise InputError("a completions file (prompt, completion and final_label columns) holds response cases: "
+                             "pass --target response", path=path, field="--target")
+        labels = read_labels(path)
+        return Dataset(path.name, str(path), labels.sha256, response_cases(labels),
+                       {c.id: c.line for c in labels.cases}, target)
+    found: dict[str, int] = {}
+    read = read_policies(policies) if policies is not None else None
+    prompts = parse_bytes(data, path, fmt, target, lines=found, policies=read)
+    return Dataset(path.name, str(path), sha256_bytes(data), prompts, found, target, read)
 
 
 def _format_of(path: Path) -> str:
@@ -138,8 +167,10 @@ def _verify(data: bytes, where: str | Path) -> None:
         )
 
 
-def parse_bytes(data: bytes, path: str | Path, fmt: str) -> tuple[Prompt, ...]:
-    """Parse and validate a whole dataset file; rows are (line or row number, fields)."""
+def parse_bytes(data: bytes, path: str | Path, fmt: str, target: Target = "prompt", *,
+                lines: dict[str, int] | None = None, policies: Policies | None = None) -> tuple[Prompt, ...]:
+    """Parse and validate a whole dataset file; rows are (line or row number, fields). `lines`,
+    when given, is filled with each prompt's line."""
     if not data.strip():
         raise InputError("empty file", path=path)
     if fmt == "parquet":
@@ -147,12 +178,17 @@ def parse_bytes(data: bytes, path: str | Path, fmt: str) -> tuple[Prompt, ...]:
     else:
         text = _decode(data, path)
         rows, columns = _csv_rows(text, path) if fmt == "csv" else _jsonl_rows(text, path)
-    missing = [c for c in REQUIRED if c not in columns]
+    missing = [c for c in _required(columns) if c not in columns]
     if missing:
         raise InputError(f"missing required column(s) {', '.join(missing)}", path=path, line=1)
     if not rows:
         raise InputError("no prompts in file", path=path)
-    return _validate(rows, columns, path)
+    return _validate(rows, columns, path, target, {} if lines is None else lines, policies)
+
+
+def _required(columns: list[str] | dict[str, object]) -> tuple[str, ...]:
+    """The required columns: a conversation (`messages`) may stand in for `prompt`."""
+    return tuple(c for c in REQUIRED if c != "prompt" or "messages" not in columns)
 
 
 def _decode(data: bytes, path: str | Path) -> str:
@@ -211,7 +247,7 @@ def _jsonl_rows(text: str, path: str | Path) -> tuple[list[tuple[int, dict[str, 
         rows.append((number, obj))
     # A JSONL file has no header: a required key missing from any line is reported at that line.
     for number, obj in rows:
-        absent = [c for c in REQUIRED if c not in obj]
+        absent = [c for c in _required(obj) if c not in obj]
         if absent:
             raise InputError(f"missing required field(s) {', '.join(absent)}", path=path, line=number)
     return rows, list(columns) if rows else list(REQUIRED)
@@ -239,20 +275,21 @@ def _field(row: dict[str, object], name: str, path: str | Path, line: int) -> st
 
 
 def _validate(
-    rows: list[tuple[int, dict[str, object]]], columns: list[str], path: str | Path
+    rows: list[tuple[int, dict[str, object]]], columns: list[str], path: str | Path, target: Target,
+    seen: dict[str, int], policies: Policies | None,
 ) -> tuple[Prompt, ...]:
-    extra_columns = sorted(c for c in columns if c not in COLUMNS)
-    seen: dict[str, int] = {}
+    extra_columns = sorted(c for c in columns if c not in COLUMNS and c not in CASE_COLUMNS)
     prompts: list[Prompt] = []
     for line, row in rows:
         pid = _field(row, "id", path, line)
-        text = _field(row, "prompt", path, line)
         label = _field(row, "label", path, line)
         if not pid.strip():
             raise InputError("empty id", path=path, line=line)
         if pid in seen:
             raise InputError(f"duplicate id {pid!r} (first at line {seen[pid]})", path=path, line=line)
         seen[pid] = line
+        case = case_parts(row, _field(row, "prompt", path, line), target, path, line, policies)
+        text = case.text
         if not text.strip():
             raise InputError(f"empty prompt text for id {pid!r}", path=path, line=line)
         if label not in VALID_LABELS:
@@ -268,6 +305,7 @@ def _validate(
                 focus=_field(row, "focus", path, line),
                 note=_field(row, "note", path, line),
                 extra=tuple((c, _field(row, c, path, line)) for c in extra_columns),
+                history=case.history, target=case.target, policy=case.policy, context=case.context,
             )
         )
     return tuple(prompts)
