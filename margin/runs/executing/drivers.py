@@ -190,13 +190,13 @@ def _wait(runs: list[Any], handles: list[Any], on_progress: Callable[[int, int],
     # A driver that starts once the endpoint is already down is refused at its first call and
     # takes the endpoint for one never there; another driver, answered before, knows it went
     # down: the run says what that one says (and how to resume), whichever finished first.
-    down = [exc for exc in failed if isinstance(exc.cause, EndpointDown)]
-    exc = (down or failed)[0]
+    down = [error for error in failed if isinstance(error.cause, EndpointDown)]
+    chosen = (down or failed)[0]
     # A driver's own error (its endpoint down past max_outage, bad input) as one driver
     # raises it, so the command says it in one line, not inside Ray's traceback.
-    if isinstance(exc.cause, (EndpointDown, InputError)):
-        raise exc.cause from None
-    raise exc
+    if isinstance(chosen.cause, (EndpointDown, InputError)):
+        raise chosen.cause from None
+    raise chosen
 
 
 def _add_up(figures: EngineFigures, parts: list[dict[str, Any]]) -> None:
