@@ -55,6 +55,11 @@ class TransportError(Exception):
         return self.status in (429, 503)
 
 
+class CoverageError(Exception):
+    """Too many prompts or outputs ended missing (past `--max-missing` or `runtime.max_missing`):
+    a run's or a study's outputs are written, but the command failed (exit 1)."""
+
+
 class EndpointDown(Exception):
     """An endpoint answered nothing for longer than its `max_outage`: the run stops cleanly
     (what it recorded stays; `--resume` continues it). Names the endpoint, since when

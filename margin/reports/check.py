@@ -27,7 +27,7 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class CheckVerdict:
     passed: bool
     findings: tuple[Finding, ...]
 
@@ -48,7 +48,7 @@ def _change(row: Mapping[str, Any]) -> str:
 
 
 def judge(document: Mapping[str, Any], *, max_drop: float = 0.0, min_balanced: float | None = None,
-          per_class: bool = False) -> Verdict:
+          per_class: bool = False) -> CheckVerdict:
     """The gate's verdict over a diff document whose side A is the baseline and B the run."""
     gated = GATED + (CLASS_MARGINS if per_class else ())
     findings = []
@@ -71,10 +71,10 @@ def judge(document: Mapping[str, Any], *, max_drop: float = 0.0, min_balanced: f
         under = value is None or value < min_balanced
         findings.append(Finding("balanced_margin floor", True, under,
                                 f"{_num(value)} {'<' if under else '≥'} floor {min_balanced:g}"))
-    return Verdict(not any(f.failed for f in findings), tuple(findings))
+    return CheckVerdict(not any(f.failed for f in findings), tuple(findings))
 
 
-def explain(document: Mapping[str, Any], verdict: Verdict) -> list[str]:
+def explain(document: Mapping[str, Any], verdict: CheckVerdict) -> list[str]:
     """One screen: what was compared, every figure's change and the reason, the verdict."""
     a, b = document["a"], document["b"]
     lines = [f"run      {b['source']} ({b['guard_id']})",

@@ -81,7 +81,7 @@ def from_receipts(lines: Iterable[Mapping[str, Any]],
 
 
 @dataclass(frozen=True, slots=True)
-class Coverage:
+class CallCoverage:
     """Attempted against valid, for candidates (distinct texts asked about) and raw calls."""
 
     candidates: int  # distinct candidates with at least one call line
@@ -97,7 +97,7 @@ class Coverage:
     contradicted: int = 0
 
 
-def coverage(lines: Iterable[Mapping[str, Any]]) -> Coverage:
+def coverage(lines: Iterable[Mapping[str, Any]]) -> CallCoverage:
     final: dict[VerdictKey, str | None] = {}
     scores: dict[VerdictKey, tuple[bool, bool]] = {}  # (has p_unsafe, contradicts its reply)
     attempts = failed = hits = 0
@@ -117,7 +117,7 @@ def coverage(lines: Iterable[Mapping[str, Any]]) -> Coverage:
     labels = list(final.values())
     # Only a guard that scores some verdicts lacks a score on others (a keyword guard has none).
     unscored = sum(v in ("safe", "unsafe") and not scores[k][0] for k, v in final.items())
-    return Coverage(
+    return CallCoverage(
         candidates=len(labels),
         valid=sum(v in ("safe", "unsafe") for v in labels),
         invalid=sum(v == "invalid" for v in labels),

@@ -129,7 +129,7 @@ class Record(Headline, Identified):  # fields: id and rank first, then the headl
     slices: dict[str, dict[str, FigureSet]] = {}
 
 
-class Named(Open):
+class NamedRef(Open):
     name: str | None
     sha256: str | None
 
@@ -137,8 +137,8 @@ class Named(Open):
 class Provenance(Open):
     margin_version: str | None = None
     git_commit: str | None = None
-    dataset: Named
-    suite: Named
+    dataset: NamedRef
+    suite: NamedRef
     budget: Number
     cost_norm: str | None = None
     corpus_mean_length: Number | None = None

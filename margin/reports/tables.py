@@ -14,7 +14,7 @@ from rich.table import Table
 
 from margin.reports.completeness import describe, is_complete, scored_of_total, totals
 from margin.reports.metrics import ONE_EDIT_TAG
-from margin.reports.observations import Coverage
+from margin.reports.observations import CallCoverage
 from margin.types import HEADLINE_FIGURES, LABELS, SearchResult
 from margin.util.display import make_visible
 
@@ -109,7 +109,7 @@ def slices_table(dimension: str, slices: Mapping[str, Mapping[str, Any]]) -> Tab
     return table
 
 
-def coverage_table(results: Sequence[SearchResult], coverage: Coverage | None) -> Table:
+def coverage_table(results: Sequence[SearchResult], coverage: CallCoverage | None) -> Table:
     """Attempted against valid: prompts per class, then candidates and raw guard calls."""
     table = Table(title="coverage")
     table.add_column("what")
@@ -133,14 +133,14 @@ def coverage_table(results: Sequence[SearchResult], coverage: Coverage | None) -
     return table
 
 
-def score_rows(coverage: Coverage) -> list[tuple[str, int]]:
+def score_rows(coverage: CallCoverage) -> list[tuple[str, int]]:
     """Valid candidates whose score is unknown or disagrees with the reply (rows only where any)."""
     rows = [("candidates without p_unsafe (no logprobs held every decision label)", coverage.unscored),
             ("candidates the threshold decided against the reply's text", coverage.contradicted)]
     return [(what, count) for what, count in rows if count]
 
 
-def coverage_record(results: Sequence[SearchResult], coverage: Coverage | None) -> dict[str, Any]:
+def coverage_record(results: Sequence[SearchResult], coverage: CallCoverage | None) -> dict[str, Any]:
     """The coverage table's figures, for `margin report --json`."""
     prompts = {}
     for label in LABELS:
@@ -258,7 +258,7 @@ def integral_table(scores: Sequence[Any], datasets: Sequence[str], groups: Seque
     return table
 
 
-def run_tables(record: Mapping[str, Any], results: Sequence[SearchResult], coverage: Coverage | None,
+def run_tables(record: Mapping[str, Any], results: Sequence[SearchResult], coverage: CallCoverage | None,
                analyses: Mapping[str, Any], *, flips: int = 10) -> list[Table]:
     """Everything `margin report` shows for one run, in reading order."""
     tables = [margins_table(record)]

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from margin.backends.secrets import published_url
 from margin.errors import InputError
 from margin.runfolder import dumps
-from margin.site.inputs import SiteInputs, Snapshot, load_publish_dir
+from margin.site.inputs import PublishedFile, SiteInputs, load_publish_dir
 from margin.site.pages import API, Pages
 from margin.util.safefiles import inside
 
@@ -51,7 +51,7 @@ def snapshot_url(name: str, base_url: str | None, endpoint: str) -> str:
     return "../" * endpoint.count("/") + name
 
 
-def endpoint_text(snap: Snapshot, url: str) -> str:
+def endpoint_text(snap: PublishedFile, url: str) -> str:
     """The snapshot as published with only meta.snapshot_url replaced (key order kept)."""
     return dumps({**snap.body, "meta": {**snap.body["meta"], "snapshot_url": url}}) + "\n"
 

@@ -46,7 +46,7 @@ VALIDATORS: dict[str, Callable[[Any, Path], dict[str, Any]]] = {
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class PublishedFile:
     kind: str
     name: str  # the immutable file name, margin-KIND-DATE-HASH16.json
     text: str  # the file as published, copied byte for byte
@@ -71,20 +71,20 @@ class SiteInputs:
     """Per kind, its snapshots: the current one first, then the archives, newest first."""
 
     folder: Path
-    snapshots: dict[str, list[Snapshot]]
+    snapshots: dict[str, list[PublishedFile]]
 
-    def current(self, kind: str) -> Snapshot | None:
+    def current(self, kind: str) -> PublishedFile | None:
         found = self.snapshots.get(kind) or []
         return found[0] if found else None
 
-    def archives(self, kind: str) -> list[Snapshot]:
+    def archives(self, kind: str) -> list[PublishedFile]:
         return (self.snapshots.get(kind) or [])[1:]
 
-    def all(self) -> list[Snapshot]:
+    def all(self) -> list[PublishedFile]:
         return [s for kind in KINDS for s in self.snapshots.get(kind, [])]
 
 
-def read_snapshot(path: Path, kind: str) -> Snapshot:
+def read_snapshot(path: Path, kind: str) -> PublishedFile:
     """One snapshot file, parsed and checked; a dated name must match its date and content hash."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -106,10 +106,10 @@ def read_snapshot(path: Path, kind: str) -> Snapshot:
         if match["hash"] != content_hash(body)[:16]:
             raise InputError("content does not match the hash in its name (published snapshots are immutable; "
                              "publish again rather than editing one)", path=path)
-    return Snapshot(kind, name, text, body, path)
+    return PublishedFile(kind, name, text, body, path)
 
 
-def _current_first(kind: str, found: dict[str, Snapshot], latest: str | None) -> list[Snapshot]:
+def _current_first(kind: str, found: dict[str, PublishedFile], latest: str | None) -> list[PublishedFile]:
     ordered = sorted(found.values(), key=lambda s: (s.date, s.name), reverse=True)
     newest = [s for s in ordered if s.date == ordered[0].date]
     protocols = {s.protocol for s in newest}
@@ -132,9 +132,9 @@ def load_publish_dir(folder: Path) -> SiteInputs:
     """Every snapshot in `folder`, validated; InputError naming the file on the first problem."""
     if not folder.is_dir():
         raise InputError("not a folder (expected what margin publish --out wrote)", path=folder)
-    snapshots: dict[str, list[Snapshot]] = {}
+    snapshots: dict[str, list[PublishedFile]] = {}
     for kind in KINDS:
-        found: dict[str, Snapshot] = {}
+        found: dict[str, PublishedFile] = {}
         for path in sorted(folder.glob(f"margin-{kind}-*.json")):
             if not NAME.fullmatch(path.name):
                 raise InputError(f"named like a snapshot but not margin-{kind}-YYYY-MM-DD-HASH16.json", path=path)

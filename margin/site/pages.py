@@ -26,7 +26,7 @@ from margin.reports.completeness import (
     shown_status,
 )
 from margin.reports.pairings import Thresholds, model_order
-from margin.site.inputs import SiteInputs, Snapshot
+from margin.site.inputs import PublishedFile, SiteInputs
 from margin.site.svg import LadderPoint, curves_svg, ladder_svg
 from margin.types import HEADLINE_FIGURES
 from margin.util.display import make_visible
@@ -178,7 +178,7 @@ def guard_view(record: Mapping[str, Any], budget: float, pairs: list[Mapping[str
                      template if isinstance(template, str) else plain(template), pairs)
 
 
-def names_of(pairings: Snapshot | None) -> dict[str, str]:
+def names_of(pairings: PublishedFile | None) -> dict[str, str]:
     if pairings is None:
         return {}
     meta = pairings.body["meta"]
@@ -281,13 +281,13 @@ class Pages:
                "pairings": self.inputs.current("pairings") is not None}
         return self.env.get_template(template).render(nav=nav, **context)
 
-    def _archive_note(self, snap: Snapshot, page: str) -> dict[str, Any]:
+    def _archive_note(self, snap: PublishedFile, page: str) -> dict[str, Any]:
         current = self.inputs.current(snap.kind)
         return {"active": snap.kind if page == "current" else "archive", "snap": snap, "permanent": page != "current",
                 "is_current": current is not None and current.name == snap.name,
                 "current_page": {"guardrails": "index.html", "pairings": "pairings.html"}[snap.kind]}
 
-    def leaderboard(self, snap: Snapshot, page: str = "current") -> str:
+    def leaderboard(self, snap: PublishedFile, page: str = "current") -> str:
         body = snap.body
         pairings = self.inputs.current("pairings")
         tested = pairings.body["data"] if pairings else []
@@ -296,7 +296,7 @@ class Pages:
         return self._render("leaderboard.html", meta=body["meta"], guards=guards, columns=COLUMNS,
                             figures=HEADLINE_FIGURES, names=names_of(pairings), **self._archive_note(snap, page))
 
-    def pairings(self, snap: Snapshot, page: str = "current") -> str:
+    def pairings(self, snap: PublishedFile, page: str = "current") -> str:
         body = snap.body
         models, rows = matrix(body)
         placed, unplaced = ladder_points(body)

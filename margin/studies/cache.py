@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from margin.datasets import cache_dir
-from margin.studies.models import Reply
+from margin.studies.models import ModelReply
 from margin.util.sqlitefile import SharedFile, rows_for_keys
 
 SCHEMA = """
@@ -33,14 +33,14 @@ class ReplyCache:
         self.path = path
         self._file = SharedFile(path, SCHEMA)
 
-    def get(self, key: str) -> Reply | None:
+    def get(self, key: str) -> ModelReply | None:
         return self.get_many([key]).get(key)
 
-    def get_many(self, keys: list[str]) -> dict[str, Reply]:
+    def get_many(self, keys: list[str]) -> dict[str, ModelReply]:
         rows = rows_for_keys(self._file.db, "SELECT key, text, truncated FROM replies WHERE key IN", keys)
-        return {key: Reply(text, bool(truncated)) for key, text, truncated in rows}
+        return {key: ModelReply(text, bool(truncated)) for key, text, truncated in rows}
 
-    def put_many(self, items: Iterable[tuple[str, Reply]]) -> None:
+    def put_many(self, items: Iterable[tuple[str, ModelReply]]) -> None:
         rows = [(key, reply.text, int(reply.truncated)) for key, reply in items]
         if rows:
             with self._file.db:

@@ -20,10 +20,10 @@ from typing import Any
 from margin.engine.book import Backoff, Book, Job, Origin, Outcome, Store, note_failed_attempt
 from margin.engine.settings import RETRY_WAIT
 from margin.studies.health import Health
-from margin.studies.models import Messages, Reply
+from margin.studies.models import Messages, ModelReply
 from margin.util.hashing import canonical_json, sha256_text
 
-OnDone = Callable[[Reply | None], None]
+OnDone = Callable[[ModelReply | None], None]
 OnRecord = Callable[[dict[str, Any]], None]
 
 
@@ -43,11 +43,11 @@ class Owner:
 class StudyReplay:
     """What a killed study recorded in `calls.jsonl`."""
 
-    replies: dict[str, Reply]
+    replies: dict[str, ModelReply]
     failed: dict[str, int]  # key -> its last attempt without output
     waits: dict[str, int]  # key -> attempts without output that used up none
 
-    def output(self, key: str) -> Reply | None:
+    def output(self, key: str) -> ModelReply | None:
         return self.replies.get(key)
 
     def failed_attempts(self, key: str) -> int:
@@ -59,7 +59,7 @@ class StudyReplay:
 
 def load_replay(records: Iterable[dict[str, Any]]) -> StudyReplay:
     """Completed outputs and attempts without output, by key, from a killed study's receipts."""
-    replies: dict[str, Reply] = {}
+    replies: dict[str, ModelReply] = {}
     failed: dict[str, int] = {}
     waits: dict[str, int] = {}
     for record in records:
@@ -67,7 +67,7 @@ def load_replay(records: Iterable[dict[str, Any]]) -> StudyReplay:
             continue
         key = record["key"]
         if record.get("output") is not None:
-            replies[key] = Reply(record["output"], bool(record.get("truncated")))
+            replies[key] = ModelReply(record["output"], bool(record.get("truncated")))
         elif not record.get("cached"):
             note_failed_attempt(failed, waits, key, record)
     return StudyReplay(replies, failed, waits)
@@ -99,19 +99,19 @@ class StudyCalls:
         self.health.seal(pool)
         self.book.seal(pool)
 
-    def _answer(self, owner: Owner, reply: Reply | None) -> None:
+    def _answer(self, owner: Owner, reply: ModelReply | None) -> None:
         self.health.told(owner.pool, reply)  # raises once a model is known to answer nothing
         owner.done(reply)
 
     # -- receipts -------------------------------------------------------------------------
 
     def _record(self, owner: Owner, job: Job, outcome: Outcome) -> None:
-        reply: Reply | None = outcome.output
+        reply: ModelReply | None = outcome.output
         self._write(owner, reply, outcome.attempt, outcome.latency_s,
                     None if reply is not None else (outcome.error or "no output"), cached=False,
                     charged=outcome.charged)
 
-    def _record_known(self, owner: Owner, reply: Reply | None, origin: Origin) -> None:
+    def _record_known(self, owner: Owner, reply: ModelReply | None, origin: Origin) -> None:
         if origin == "replay":
             self.counts.replayed += 1
             return  # the killed study wrote this output already
@@ -121,7 +121,7 @@ class StudyCalls:
         self._write(owner, reply, 0, 0.0, None if reply is not None else "no output after every attempt",
                     cached=True)
 
-    def _write(self, owner: Owner, reply: Reply | None, attempt: int, latency_s: float,
+    def _write(self, owner: Owner, reply: ModelReply | None, attempt: int, latency_s: float,
                error: str | None, *, cached: bool, charged: bool = True) -> None:
         self.health.recorded(owner.pool, {"output": reply, "error": error})
         record = {

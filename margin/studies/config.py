@@ -132,7 +132,7 @@ class StudyThresholds(Strict):
     preservation: float = Field(default=0.50, ge=0, le=1)
 
 
-class Generation(Strict):
+class GenerationConfig(Strict):
     greedy: Literal[True] = True  # studies decode greedily; the field exists to say so
     max_tokens: int = Field(default=256, ge=1)
 
@@ -161,7 +161,7 @@ class StudyConfig(Strict):
     second_judge: JudgeConfig | None = None
     transformations: list[TransformationItem] = Field(min_length=1)
     thresholds: StudyThresholds = StudyThresholds()
-    generation: Generation = Generation()
+    generation: GenerationConfig = GenerationConfig()
     seed: int = DEFAULT_SEED
     runtime: Runtime = Runtime()
 

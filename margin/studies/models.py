@@ -130,7 +130,7 @@ def identity_key(identity: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
+class ModelReply:
     """One completed response."""
 
     text: str
@@ -155,24 +155,24 @@ class ChatModel:
         self.backend = spec.runs_on.build(ChatSetup(model, revision, base_url=spec.base_url,
                                                     api_key_env=spec.api_key_env, options=spec.backend_options))
 
-    def generate(self, conversations: Sequence[Messages]) -> list[Reply | Exception]:
-        """One Reply per conversation, or the error that kept it from having one."""
-        out: list[Reply | Exception] = []
+    def generate(self, conversations: Sequence[Messages]) -> list[ModelReply | Exception]:
+        """One ModelReply per conversation, or the error that kept it from having one."""
+        out: list[ModelReply | Exception] = []
         for generation in self.backend.generate([self._request(m) for m in conversations]):
             if isinstance(generation, Exception):
                 out.append(generation)
             else:
-                out.append(Reply(generation.text, generation.truncated))
+                out.append(ModelReply(generation.text, generation.truncated))
         return out
 
     call = generate
 
-    async def acall(self, conversations: list[Messages]) -> list[Reply]:
+    async def acall(self, conversations: list[Messages]) -> list[ModelReply]:
         """One attempt per conversation; raises TransportError without a usable answer."""
         out = []
         for messages in conversations:
             generation = await self.backend.agenerate(self._request(messages))
-            out.append(Reply(generation.text, generation.truncated))
+            out.append(ModelReply(generation.text, generation.truncated))
         return out
 
     def _request(self, messages: Messages) -> Any:

@@ -24,12 +24,12 @@ from margin.runs.executing.session import CallSettings
 from margin.studies.cache import ReplyCache, default_cache_path
 from margin.studies.calls import StudyCalls, StudyReplay, load_replay
 from margin.studies.model_pools import model_limits, model_pool
-from margin.studies.models import Reply
+from margin.studies.models import ModelReply
 from margin.studies.plan import StudyPlan
 from margin.util.safefiles import open_append
 
 #: (model id, prompt id, transformation name or None for the original) -> response, None when missing
-Responses = dict[tuple[str, str, str | None], Reply | None]
+Responses = dict[tuple[str, str, str | None], ModelReply | None]
 #: (judge index, model id, prompt id, transformation name) -> verdict, None when missing
 Judgements = dict[tuple[int, str, str, str], JudgeVerdict | None]
 OnBatch = Callable[[str, int, float], None]  # (model, requests, seconds) per call
@@ -95,7 +95,7 @@ def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: b
                 outcome.judgements[(index, model_id, prompt_id, name)] = judge.judge.verdict(case)  # type: ignore[union-attr]
                 continue
 
-            def done(reply: Reply | None, key: tuple[int, str, str, str] = (index, model_id, prompt_id, name),
+            def done(reply: ModelReply | None, key: tuple[int, str, str, str] = (index, model_id, prompt_id, name),
                      parse: Callable[[str], JudgeVerdict] = judge.judge.parse) -> None:
                 outcome.judgements[key] = None if reply is None else parse(reply.text)
 
@@ -103,8 +103,8 @@ def collect(plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: b
                    "transform": t.transform, "strength": t.strength}
             calls.request(judge.model.id, judge.model.key, judge.judge.messages(case), tag, done)
 
-    def responded(model_id: str, prompt_id: str, name: str | None) -> Callable[[Reply | None], None]:
-        def done(reply: Reply | None) -> None:
+    def responded(model_id: str, prompt_id: str, name: str | None) -> Callable[[ModelReply | None], None]:
+        def done(reply: ModelReply | None) -> None:
             outcome.responses[(model_id, prompt_id, name)] = reply
             waiting["responses"] -= 1
             for t in plan.transformations if name is None else [n for n in plan.transformations if n.name == name]:
@@ -153,7 +153,7 @@ def _open_receipts(path: Path, resume: bool) -> tuple[_Receipts, StudyReplay | N
 
 
 def _ask_for_responses(plan: StudyPlan, texts: dict[tuple[str, str], str], calls: StudyCalls,
-                       responded: Callable[[str, str, str | None], Callable[[Reply | None], None]]) -> None:
+                       responded: Callable[[str, str, str | None], Callable[[ModelReply | None], None]]) -> None:
     """Every protected model's response to every prompt, original and transformed."""
     for model in plan.models:
         for prompt in plan.prompts:

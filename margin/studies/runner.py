@@ -20,7 +20,7 @@ from typing import Any, Literal
 from margin.datasets.completions import comply
 from margin.engine.cluster import connect, disconnect
 from margin.engine.settings import ENGINE
-from margin.errors import EndpointUnreachable, InputError
+from margin.errors import CoverageError, EndpointUnreachable, InputError
 from margin.judges.agreement import agreement
 from margin.judges.rules import RuleJudge
 from margin.judges.verdicts import JudgeVerdict
@@ -55,10 +55,6 @@ class StudyOutcome:
     def missing_share(self) -> float:
         lost, total = (sum(m for m, _ in self.missing.values()), sum(t for _, t in self.missing.values()))
         return lost / total if total else 0.0
-
-
-class CoverageError(Exception):
-    """Too many outputs ended missing: the study's outputs are written, but it failed."""
 
 
 def check_coverage(outcome: StudyOutcome, max_missing: float) -> None:

@@ -46,7 +46,7 @@ from margin.studies.cache import ReplyCache, default_cache_path
 from margin.studies.calls import StudyCalls
 from margin.studies.config import JudgeConfig, Source, _marks, pydantic_error
 from margin.studies.model_pools import model_limits, model_pool
-from margin.studies.models import Reply
+from margin.studies.models import ModelReply
 from margin.studies.plan import JudgePlan, _judge
 from margin.studies.responses import _open_receipts
 from margin.util.folderlock import entries, hold
@@ -163,7 +163,7 @@ def judge_pairs(plan: JudgePlan, todo: Sequence[Pair], out_dir: Path, *, setting
     verdicts: list[JudgeVerdict | None] = [None] * len(todo)
 
     for index, pair in enumerate(todo):
-        def done(reply: Reply | None, i: int = index) -> None:
+        def done(reply: ModelReply | None, i: int = index) -> None:
             verdicts[i] = None if reply is None else plan.judge.parse(reply.text)
 
         tag = {"role": "validation", "judge": plan.id, "source": pair.original.source,

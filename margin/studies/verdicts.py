@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from margin.runs.executing.driver import Replay
+from margin.runs.executing.driver import VerdictReplay
 from margin.runs.executing.resume import cut_torn_tail, load_replay
 from margin.runs.executing.session import CallSettings, GuardSession
 from margin.runs.executing.verdict_cache import default_cache_path
@@ -53,7 +53,7 @@ def guard_verdicts(plan: StudyPlan, guard: GuardPlan, folder: Path, *, settings:
     searches = [ExhaustiveSearch(p, built[p.id][0], built[p.id][1], math.inf) for p in plan.prompts]
     folder.mkdir(parents=True, exist_ok=True)
     receipts_path = folder / "receipts.jsonl"
-    replay = Replay()
+    replay = VerdictReplay()
     if resume:
         cut_torn_tail(receipts_path)
         replay = load_replay(receipts_path)

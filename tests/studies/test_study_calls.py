@@ -9,7 +9,7 @@ import pytest
 
 from margin.engine.book import Outcome
 from margin.studies.calls import StudyCalls, load_replay, request_key
-from margin.studies.models import ChatModel, ModelSpec, Reply
+from margin.studies.models import ChatModel, ModelReply, ModelSpec
 
 MSG = [{"role": "user", "content": "hello"}]
 OTHER = [{"role": "user", "content": "hello\u200b"}]
@@ -22,16 +22,16 @@ def book(**kwargs: Any) -> tuple[StudyCalls, list[dict[str, Any]]]:
 
 def test_a_request_is_sent_once_and_later_askers_join_or_read_memory():
     calls, records = book()
-    got: list[Reply | None] = []
+    got: list[ModelReply | None] = []
     calls.request("m", "model-key", MSG, {"role": "response"}, got.append)
     calls.request("m", "model-key", MSG, {"role": "response"}, got.append)  # joins the queued one
     calls.request("m", "model-key", OTHER, {"role": "response"}, got.append)  # one code point apart: its own
     taken = calls.book.take("m", 10)
     assert [t.request for t in taken] == [MSG, OTHER]
-    calls.book.deliver([Outcome(taken[0].key, 1, Reply("hi"), 0.1), Outcome(taken[1].key, 1, Reply("hey", True), 0.1)])
-    assert got == [Reply("hi"), Reply("hi"), Reply("hey", True)]
+    calls.book.deliver([Outcome(taken[0].key, 1, ModelReply("hi"), 0.1), Outcome(taken[1].key, 1, ModelReply("hey", True), 0.1)])
+    assert got == [ModelReply("hi"), ModelReply("hi"), ModelReply("hey", True)]
     calls.request("m", "model-key", MSG, {"role": "response"}, got.append)  # answered from memory
-    assert calls.book.finished and got[-1] == Reply("hi")
+    assert calls.book.finished and got[-1] == ModelReply("hi")
     assert calls.book.stats.sent == 2 and calls.counts.cached == 2
     assert [r["cached"] for r in records] == [False, False, True]  # a join writes no line of its own
     assert records[0]["key"] == request_key("model-key", MSG) and records[0]["role"] == "response"
@@ -43,23 +43,23 @@ def test_replayed_outputs_answer_without_a_call_and_failed_attempts_continue():
     first.request("m", "k", MSG, {}, lambda _: None)
     first.request("m", "k", OTHER, {}, lambda _: None)
     taken = first.book.take("m", 5)
-    first.book.deliver([Outcome(taken[0].key, 1, Reply("hi"), 0.0), Outcome(taken[1].key, 1, None, 0.0, "timeout")])
+    first.book.deliver([Outcome(taken[0].key, 1, ModelReply("hi"), 0.0), Outcome(taken[1].key, 1, None, 0.0, "timeout")])
     replay = load_replay(records)
-    assert replay.replies == {taken[0].key: Reply("hi")} and replay.failed == {taken[1].key: 1}
+    assert replay.replies == {taken[0].key: ModelReply("hi")} and replay.failed == {taken[1].key: 1}
     resumed, again = book(replay=replay)
-    got: list[Reply | None] = []
+    got: list[ModelReply | None] = []
     resumed.request("m", "k", MSG, {}, got.append)
     resumed.request("m", "k", OTHER, {}, got.append)
     (ticket,) = resumed.book.take("m", 5)  # only the one without output, on its second attempt
     assert ticket.key == taken[1].key and ticket.attempt == 2
-    resumed.book.deliver([Outcome(ticket.key, 2, Reply("hey"), 0.0)])
-    assert got == [Reply("hi"), Reply("hey")] and resumed.counts.replayed == 1
+    resumed.book.deliver([Outcome(ticket.key, 2, ModelReply("hey"), 0.0)])
+    assert got == [ModelReply("hi"), ModelReply("hey")] and resumed.counts.replayed == 1
     assert [r["output"] for r in again] == ["hey"]  # the replayed output is not written twice
 
 
 def sends_until_missing(calls: StudyCalls) -> list[int]:
     """The attempt numbers a request gets, every one failing (charged), before it is missing."""
-    got: list[Reply | None] = []
+    got: list[ModelReply | None] = []
     calls.request("m", "k", MSG, {}, got.append)
     sent = []
     while not got:
@@ -101,7 +101,7 @@ def test_a_protected_model_on_transformers_generates_greedily(tmp_path):
     conversations = [[{"role": "user", "content": "How do I kill a Python process?"}],
                      [{"role": "user", "content": "What is the capital of France?"}]]
     first = model.generate(conversations)
-    assert all(isinstance(r, Reply) for r in first)
+    assert all(isinstance(r, ModelReply) for r in first)
     assert model.generate(conversations[:1]) == first[:1]  # greedy, and batching changes nothing
     long = [{"role": "user", "content": "word " * 400}]
     assert isinstance(model.generate([long])[0], Exception)  # over the context: an error, never truncated

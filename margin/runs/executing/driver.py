@@ -62,7 +62,7 @@ class VerdictStore(Protocol):
 
 
 @dataclass
-class Replay:
+class VerdictReplay:
     """What a killed run already recorded: its verdicts answer the same requests again."""
 
     # Keyed by a request key's SHA-256 (`key_sha256`: a text's, or a whole case's).
@@ -105,7 +105,7 @@ class Driver:
         on_result: OnResult = lambda _: None,
         on_flush: OnFlush = lambda: None,
         cache: VerdictStore | None = None,
-        replay: Replay | None = None,
+        replay: VerdictReplay | None = None,
         clock: Callable[[], float] = time.monotonic,
         whole_cases: bool = False,
     ) -> None:
@@ -123,7 +123,7 @@ class Driver:
         self.backlog = max(1, backlog)
         self.on_call = on_call
         self.on_result = on_result
-        self.replay = replay or Replay()
+        self.replay = replay or VerdictReplay()
         self.stats = DriverStats()
         self.results: dict[int, SearchResult] = {}
         self.searches: dict[int, PromptSearch] = {}  # started and not finished, by position
@@ -189,7 +189,7 @@ class Driver:
             self.stats.done += 1
             self.stats.flips += result.flip is not None or result.flip_cost == 0
             self.stats.missing += result.status == "missing"
-            self.on_result(result)  # replayed ones too: `Replay.results` says which are recorded
+            self.on_result(result)  # replayed ones too: `VerdictReplay.results` says which are recorded
         elif self.outstanding[index] == 0:
             self.ready.append(index)
 

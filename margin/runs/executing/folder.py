@@ -20,7 +20,7 @@ from pathlib import Path
 
 from margin.errors import InputError
 from margin.runfolder import read_run_record, write_run_record
-from margin.runs.executing.driver import Replay
+from margin.runs.executing.driver import VerdictReplay
 from margin.runs.executing.resume import check_same_run, cut_torn_tail, load_replay
 from margin.runs.preparing.prepare import PreparedRun
 from margin.util.folderlock import entries
@@ -108,13 +108,13 @@ def check_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> bool:
     return True
 
 
-def open_run_dir(prepared: PreparedRun, out_dir: Path, resuming: bool) -> Replay:
+def open_run_dir(prepared: PreparedRun, out_dir: Path, resuming: bool) -> VerdictReplay:
     """Claim a new run folder (writing run.json), or load what a killed run recorded;
     `resuming` is what `check_run_dir` answered."""
     if not resuming:
         claim_out_dir(out_dir)
         write_run_record(out_dir, prepared.record)
-        return Replay()
+        return VerdictReplay()
     receipts = out_dir / "receipts.jsonl"
     cut_torn_tail(receipts)
     return load_replay(receipts)

@@ -19,7 +19,7 @@ from margin.engine.book import note_failed_attempt
 from margin.errors import InputError
 from margin.runfolder import read_jsonl
 from margin.runrecord import RunRecord, flags_of
-from margin.runs.executing.driver import Replay
+from margin.runs.executing.driver import VerdictReplay
 from margin.types import Verdict
 from margin.util.safefiles import open_nofollow, refuse_link
 
@@ -49,8 +49,8 @@ def cut_torn_tail(path: Path) -> None:
             os.fsync(handle.fileno())
 
 
-def load_replay(receipts: Path) -> Replay:
-    replay = Replay()
+def load_replay(receipts: Path) -> VerdictReplay:
+    replay = VerdictReplay()
     if not receipts.exists():
         return replay
     for record in read_jsonl(receipts):

@@ -26,7 +26,14 @@ from margin.engine.pool import Pool
 from margin.guards.base import Guard
 from margin.guards.spec import GuardSpec
 from margin.runfolder import ReceiptWriter
-from margin.runs.executing.driver import Driver, OnCall, OnFlush, OnResult, Replay, VerdictStore
+from margin.runs.executing.driver import (
+    Driver,
+    OnCall,
+    OnFlush,
+    OnResult,
+    VerdictReplay,
+    VerdictStore,
+)
 from margin.runs.executing.guard_pool import guard_pool, is_remote, local_pool
 from margin.runs.executing.verdict_cache import VerdictCache
 from margin.search.strategies import PromptSearch
@@ -173,7 +180,7 @@ class GuardSession:
         self._started_ray = False
 
     def search(self, searches: Iterable[PromptSearch], *, total: int | None = None, cache: VerdictStore | None = None,
-               replay: Replay | None = None, on_call: OnCall = lambda _: None,
+               replay: VerdictReplay | None = None, on_call: OnCall = lambda _: None,
                on_result: OnResult = lambda _: None, on_flush: OnFlush = lambda: None,
                whole_cases: bool = False) -> Driver:
         """Run every search to completion (started as the guard needs work, `total` of them);
@@ -192,7 +199,7 @@ class GuardSession:
         return driver
 
     def search_recorded(self, searches: Iterable[PromptSearch], receipts: Path, run_id: str, *,
-                        cache_path: Path | None, replay: Replay, total: int | None = None,
+                        cache_path: Path | None, replay: VerdictReplay, total: int | None = None,
                         guard_id: str | None = None, write_results: bool = True,
                         on_call: OnCall = lambda _: None, on_result: OnResult = lambda _: None,
                         whole_cases: bool = False, target: str | None = None) -> Driver:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from margin.errors import CoverageError
 from margin.reports.completeness import missing_reason
 from margin.reports.plots import CurveSeries, curves_figure, save
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, protocol_for, protocol_of
@@ -31,10 +32,6 @@ class RunOutcome:
     missing: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     figures: EngineFigures = field(default_factory=EngineFigures)
-
-
-class CoverageError(Exception):
-    """Too many prompts ended missing: the run's outputs are written, but it failed."""
 
 
 def provenance(record: RunRecord, prompts: int) -> dict[str, Any]:
