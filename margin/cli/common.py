@@ -106,9 +106,9 @@ def interrupted(out_dir: Path | None, next_step: str | None) -> NoReturn:
 
 
 def families() -> dict[str, str]:
-    from margin.transforms.registry import registry
+    from margin.transforms.registry import families
 
-    return {name: t.info.family for name, t in registry().items()}
+    return families()
 
 
 def print_tables(tables: Iterable[Any]) -> None:

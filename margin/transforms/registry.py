@@ -74,3 +74,8 @@ def get_transform(name: str) -> Transform:
     if name in table:
         return table[name]
     raise KeyError(f"unknown transform {name!r}{did_you_mean(name, table)}")
+
+
+def families() -> dict[str, str]:
+    """Each transform's family, by transform name (what reports and exports group flips by)."""
+    return {name: t.info.family for name, t in registry().items()}

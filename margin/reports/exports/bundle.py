@@ -96,14 +96,14 @@ def load_bundle(run_dir: Path, dataset: Path | None = None) -> ExportRun:
     from margin.reports.protocols import observes_all
     from margin.reports.snapshot import record, snapshot_entry
     from margin.runfolder import load_run
-    from margin.transforms.registry import registry
+    from margin.transforms.registry import families as transform_families
 
     run = load_run(run_dir)
     created = snapshot_time(run_dir)
     texts = prompt_texts(run.record, dataset)
     observations = from_receipts(run.receipts(), run.results) if run.receipts_path.is_file() else []
     exhaustive = observes_all(run.search) and bool(observations) and all(o.complete for o in observations)
-    families = {name: t.info.family for name, t in registry().items()}
+    families = transform_families()
     outcomes, method = family_outcomes(run.results, observations, families, exhaustive=exhaustive)
     entry = snapshot_entry(run.guard, run.results, run.budget, {"search": run.search, "seed": run.record.seed})
     return ExportRun(run, str(run_dir), record(entry, 1), texts, families, outcomes, method, created)
