@@ -1,0 +1,75 @@
+"""Policy and target as reporting axes (issue 32, item 5): figures per policy, comparisons
+that never mix a prompt run with a response run, and exports that name the target."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import margin
+from margin.runs.recording.outputs import RunOutcome
+
+#: A guard whose verdict is its case's policy alone: `Block everything.` blocks, anything else
+#: allows. No transformation changes a verdict, so every flip cost is 0 (wrong on the original)
+#: or the budget (right, and robust): each margin is 100 times a share, countable by hand.
+POLICY_GUARD = ("class ByPolicy:\n"
+                "    takes_cases = True\n"
+                "    def classify(self, texts):\n"
+                "        return ['unsafe' if t.policy == 'Block everything.' else 'safe' for t in texts]\n")
+POLICIES = "strict: Block everything.\nlax: Allow everything.\n"
+#: strict: u1 right (c = B), s1 and s2 wrong (c = 0); lax: u2 and u3 wrong, s3 right; n1 has no policy.
+CASES = [("u1", "unsafe", "strict"), ("s1", "safe", "strict"), ("s2", "safe", "strict"),
+         ("u2", "unsafe", "lax"), ("u3", "unsafe", "lax"), ("s3", "safe", "lax"), ("n1", "safe", None)]
+
+
+def policy_run(tmp_path: Path, *, by_id: bool = True) -> RunOutcome:
+    (tmp_path / "g.py").write_text(POLICY_GUARD, encoding="utf-8")
+    (tmp_path / "policies.yaml").write_text(POLICIES, encoding="utf-8")
+    texts = {"strict": "Block everything.", "lax": "Allow everything."}
+    rows = [{"id": i, "label": label, "prompt": f"How do I open door {i}?",
+             **({"policy": p if by_id else texts[p]} if p else {})} for i, label, p in CASES]
+    dataset = tmp_path / "cases.jsonl"
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return margin.run(f"python:{tmp_path / 'g.py'}:ByPolicy", dataset=str(dataset),
+                      policies=str(tmp_path / "policies.yaml") if by_id else None, suite="quick",
+                      engine="local", cache=False, out=tmp_path / "run")
+
+
+def test_margins_curves_and_coverage_per_policy_by_hand(tmp_path):
+    outcome = policy_run(tmp_path)
+    record = outcome.snapshot["data"][0]
+    by_policy = record["slices"]["policy"]
+    assert list(by_policy) == ["lax", "strict"]  # n1 has no policy: in no policy slice
+    strict, lax = by_policy["strict"], by_policy["lax"]
+    # strict: unsafe [B] -> 100; safe [0, 0] -> 0; balanced 50; clean accuracy 100% unsafe, 0% safe
+    assert (strict["unsafe_margin"], strict["safe_margin"], strict["balanced_margin"]) == (100.0, 0.0, 50.0)
+    assert strict["clean_accuracy"] == {"unsafe": 100.0, "safe": 0.0}
+    assert strict["coverage"] == {"scored": {"unsafe": 1, "safe": 2}, "missing": {"unsafe": 0, "safe": 0}}
+    # lax: unsafe [0, 0] -> 0; safe [B] -> 100
+    assert (lax["unsafe_margin"], lax["safe_margin"], lax["balanced_margin"]) == (0.0, 100.0, 50.0)
+    assert lax["coverage"]["scored"] == {"unsafe": 2, "safe": 1}
+    # curves: RA(b) = share with c > b, at b = 0 and b = B (no cost in between)
+    assert strict["curves"]["budgets"] == [0.0, outcome.snapshot["meta"]["provenance"]["budget"]]
+    assert strict["curves"]["unsafe"] == [1.0, 0.0] and strict["curves"]["safe"] == [0.0, 0.0]
+    assert lax["curves"]["unsafe"] == [0.0, 0.0] and lax["curves"]["safe"] == [1.0, 0.0]
+    # the whole run: unsafe [B, 0, 0] -> 33.33; safe [0, 0, B, B (n1 allowed)] -> 50
+    assert record["unsafe_margin"] == pytest.approx(100 / 3) and record["safe_margin"] == 50.0
+    tags = [json.loads(line).get("tags") for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert tags == [{"policy": p} if p else None for _, _, p in CASES]
+
+
+def test_a_policy_written_in_the_case_is_named_by_its_digest(tmp_path):
+    outcome = policy_run(tmp_path, by_id=False)
+    by_policy = outcome.snapshot["data"][0]["slices"]["policy"]
+    # sha256("Block everything.") = 99ccfe876189...; sha256("Allow everything.") = 00e5798c7fef...
+    assert list(by_policy) == ["sha256:00e5798c7fef", "sha256:99ccfe876189"]
+    assert by_policy["sha256:99ccfe876189"]["unsafe_margin"] == 100.0  # strict, as by id
+
+
+def test_a_plain_run_has_no_policy_slice(tmp_path):
+    outcome = margin.run("keyword", dataset="sample", suite="quick", limit=6, engine="local", cache=False,
+                         out=tmp_path / "run")
+    assert "policy" not in outcome.snapshot["data"][0]["slices"]
+    assert all("tags" not in json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines())
