@@ -61,6 +61,8 @@ def test_margins_curves_and_coverage_per_policy_by_hand(tmp_path):
     assert record["unsafe_margin"] == pytest.approx(100 / 3) and record["safe_margin"] == 50.0
     tags = [json.loads(line).get("tags") for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert tags == [{"policy": p} if p else None for _, _, p in CASES]
+    report = margin_cli("report", str(tmp_path / "run"))
+    assert report.returncode == 0 and "slices by policy" in report.stdout
 
 
 def test_a_policy_written_in_the_case_is_named_by_its_digest(tmp_path):
