@@ -197,3 +197,14 @@ def test_every_export_carries_the_policies(tmp_path):
     assert log["eval"]["metadata"]["policies"]["strict"]["balanced_margin"] == 50.0
     sarif = json.loads(exported(run, "sarif", tmp_path))["runs"][0]
     assert sarif["properties"]["policies"]["lax"]["safe_margin"] == 100.0
+
+
+def test_diff_pairs_the_policy_slices(tmp_path):
+    policy_run(tmp_path)
+    run = str(tmp_path / "run")
+    done = margin_cli("diff", run, run, "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["slices"]["policy"]
+    assert list(rows) == ["lax", "strict"]
+    strict = rows["strict"]["unsafe_margin"]
+    assert (strict["a"]["value"], strict["b"]["value"], strict["difference"]) == (100.0, 100.0, 0.0)
