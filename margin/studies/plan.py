@@ -19,8 +19,9 @@ from typing import Any
 from margin.cost import CostModel
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
-from margin.guards.make import describe_guard, parse_guard
+from margin.guards.make import describe_guard, guard_shapes, parse_guard
 from margin.guards.serving import served_spec
+from margin.guards.shapes import TEXT, Shapes
 from margin.guards.spec import GuardSpec, as_field
 from margin.judges.llm import LLMJudge
 from margin.judges.rules import RuleJudge
@@ -63,19 +64,46 @@ class Transformation:
 
 @dataclass(frozen=True)
 class GuardPlan:
+    """One guard of a stack: how to reach it, who it is, and the cases it takes."""
+
     spec: GuardSpec
     info: GuardInfo
-    name: str
-    creator: str | None
+    shapes: Shapes = TEXT
 
     @property
     def id(self) -> str:
         return self.info.id
 
+
+@dataclass(frozen=True)
+class StackPlan:
+    """One entry of `guards:`: an input guard (judging the prompt), an output guard (judging
+    the protected model's response), or both; a bypass of the stack passes each it has.
+
+    Its id is the input guard's when it has no output guard (as before output guards, so
+    such a study keeps its bytes), else `INPUT+out:OUTPUT` or `out:OUTPUT`."""
+
+    input: GuardPlan | None
+    output: GuardPlan | None
+    name: str | None = None
+    creator: str | None = None
+
+    @property
+    def id(self) -> str:
+        if self.output is None:
+            assert self.input is not None
+            return self.input.id
+        return ("" if self.input is None else f"{self.input.id}+") + f"out:{self.output.id}"
+
     def record(self) -> dict[str, Any]:
-        """The guard as the pairings' meta.guards lists it."""
-        info = info_record(self.info)
-        return {"id": self.id, "name": self.name, "creator": self.creator, **{k: v for k, v in info.items() if k != "id"}}
+        """The stack as the pairings' meta.guards and study.json list it: an input guard alone
+        flat, as it always was; a stack with an output guard with each layer's identity."""
+        head = {"id": self.id, "name": self.name or self.id, "creator": self.creator}
+        if self.output is None:
+            assert self.input is not None
+            return {**head, **{k: v for k, v in info_record(self.input.info).items() if k != "id"}}
+        layers = {"input": info_record(self.input.info)} if self.input is not None else {}
+        return {**head, **layers, "output": info_record(self.output.info)}
 
 
 @dataclass(frozen=True)
@@ -114,7 +142,7 @@ class StudyPlan:
     dataset: Dataset
     prompts: tuple[Prompt, ...]
     transformations: tuple[Transformation, ...]
-    guards: tuple[GuardPlan, ...]
+    guards: tuple[StackPlan, ...]  # the `guards:` entries, each a stack of one or two guards
     models: tuple[ModelPlan, ...]
     judges: tuple[JudgePlan, ...]  # the judge, then the second judge if any
     thresholds: Thresholds
@@ -271,12 +299,30 @@ def _transformations(config: StudyConfig, source: Source) -> tuple[Transformatio
 
 
 def _guard(config: StudyConfig, source: Source, index: int,
-           on_guard: Callable[[GuardSpec], None] | None, servers: bool = True) -> GuardPlan:
+           on_guard: Callable[[GuardSpec], None] | None, servers: bool = True) -> StackPlan:
+    """The `guards[index]` stack: its input guard (`guard:` and the guard-file keys beside it)
+    and its output guard (`output_guard:`), each checked as `margin run --guard` checks one."""
     entry = config.guards[index]
     loc: Loc = ("guards", index)
-    fields = dict(entry.model_extra or {})
+    first = None
+    if entry.guard is not None:
+        first = _one_guard(entry.guard, dict(entry.model_extra or {}), source, loc, on_guard, servers)
+    second = None
+    if entry.output_guard is not None:
+        out = entry.output_guard
+        second = _one_guard(out.guard, dict(out.model_extra or {}), source, (*loc, "output_guard"), on_guard,
+                            servers)
+        if "response" not in second.shapes.targets:
+            raise source.error(f"guard {second.id} judges {' and '.join(second.shapes.targets)} targets only, so it "
+                               "cannot judge a model's response: pick an output guard that takes responses (margin "
+                               "guards list shows each guard's shapes)", (*loc, "output_guard"))
+    return StackPlan(first, second, entry.name, entry.creator)
+
+
+def _one_guard(name: str, fields: dict[str, Any], source: Source, loc: Loc,
+               on_guard: Callable[[GuardSpec], None] | None, servers: bool) -> GuardPlan:
     try:
-        spec = parse_guard(entry.guard, fields, source.folder)
+        spec = parse_guard(name, fields, source.folder)
     except InputError as exc:
         if exc.path is not None:
             raise  # an error inside a guard file names that file's line
@@ -291,8 +337,7 @@ def _guard(config: StudyConfig, source: Source, index: int,
             spec = served_spec(spec)
         except InputError as exc:
             raise source.error(exc.message, loc) from None
-    info = describe_guard(spec)
-    return GuardPlan(spec, info, entry.name or info.id, entry.creator)
+    return GuardPlan(spec, describe_guard(spec), guard_shapes(spec))
 
 
 def _protected(config: StudyConfig, source: Source, index: int) -> ModelPlan:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +23,7 @@ from margin.engine.settings import ENGINE
 from margin.errors import CoverageError, EndpointUnreachable, InputError
 from margin.judges.agreement import agreement
 from margin.judges.rules import RuleJudge
-from margin.judges.verdicts import JudgeVerdict
+from margin.judges.verdicts import JudgeStatus, JudgeVerdict
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
 from margin.runfolder import dumps
@@ -32,10 +32,18 @@ from margin.runs.executing.session import CallSettings
 from margin.studies.coverage import guard_error, pair_coverages
 from margin.studies.health import ModelUnavailable
 from margin.studies.plan import StudyPlan, Transformation
-from margin.studies.rates import Row, outcome
+from margin.studies.rates import Layer, Row, outcome, stopped_by, through
 from margin.studies.record import read_study_record
-from margin.studies.responses import OnBatch, ResponseOutcome, collect
-from margin.studies.verdicts import GuardStats, Verdicts, guard_verdicts
+from margin.studies.responses import OnBatch, ResponseOutcome, Responses, collect
+from margin.studies.verdicts import (
+    GuardStats,
+    OutputVerdicts,
+    StackVerdicts,
+    Verdicts,
+    guard_verdicts,
+    output_verdicts,
+)
+from margin.types import GuardInfo, Verdict, VerdictLabel
 from margin.util.folderlock import entries, hold
 from margin.util.safefiles import atomic_write_bytes, atomic_write_text, slug
 
@@ -105,7 +113,8 @@ def call_settings(plan: StudyPlan, engine: Engine, ray_address: str | None) -> C
 def in_process(plan: StudyPlan) -> list[str]:
     """The guards and models that run in process (Ray actors, or this process with `--engine
     local`), not behind an endpoint."""
-    guards = [f"guard {g.id}" for g in plan.guards if not is_remote(g.spec)]
+    guards = [f"guard {g.id}" for stack in plan.guards for g in (stack.input, stack.output)
+              if g is not None and not is_remote(g.spec)]
     models = [f"model {m.id}" for m in [*plan.models, *(j.model for j in plan.judges if j.model is not None)] if not m.spec.remote]
     return guards + models
 
@@ -142,8 +151,8 @@ def _run_study(plan: StudyPlan, out_dir: Path, *, made: bool, resume: bool, engi
     settings = call_settings(plan, engine, ray_address)
     check_call_timeout(plan, settings)
     started_ray = False
-    verdicts: dict[str, Verdicts] = {}
-    guard_stats: dict[str, GuardStats] = {}
+    guards = GuardPhase(plan, out_dir, settings=settings, resume=resume, cache=cache, on_stage=on_stage,
+                        on_batch=on_batch)
     try:
         if engine == "ray" and in_process(plan):
             started_ray = connect(ray_address)
@@ -151,20 +160,10 @@ def _run_study(plan: StudyPlan, out_dir: Path, *, made: bool, resume: bool, engi
             out_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(out_dir / "study.json", dumps(plan.record().to_json()) + "\n")
             atomic_write_bytes(out_dir / "config.yaml", plan.source.path.read_bytes())
-        for index, guard in enumerate(plan.guards):
-            on_stage(f"guard {guard.id}")
-
-            def guard_batch(texts: int, _capacity: int, compute_s: float, gid: str = guard.id) -> None:
-                on_batch(gid, texts, compute_s)
-
-            folder = guard_folder(out_dir, index, guard.id)
-            verdicts[guard.id], guard_stats[guard.id] = guard_verdicts(
-                plan, guard, folder, settings=settings, resume=resume, cache=cache, on_batch=guard_batch)
-            if verdicts[guard.id] and all(v is None for v in verdicts[guard.id].values()):
-                raise ModelUnavailable(f"guard {guard.id} gave no verdict at all; its first error: "
-                                       f"{guard_error(folder / 'receipts.jsonl') or 'no output'}")
+        guards.inputs()
         on_stage("models and judges")
         calls = collect(plan, out_dir, settings=settings, resume=resume, cache=cache, on_batch=on_batch)
+        guards.outputs(calls.responses)
     except ModelUnavailable as exc:
         raise ModelUnavailable(f"{exc}. The study stopped; once it answers, finish it with: margin study "
                                f"{plan.source.path} --out {out_dir} --resume") from None
@@ -175,15 +174,75 @@ def _run_study(plan: StudyPlan, out_dir: Path, *, made: bool, resume: bool, engi
     finally:
         disconnect(started_ray)
     on_stage("rates")
+    verdicts = guards.verdicts()
     outcome_ = finish(plan, out_dir, verdicts, calls)
-    outcome_.guards = guard_stats
+    outcome_.guards = guards.stats
+    every = [v for stack in verdicts.values() for per in (stack.inputs, stack.outputs) if per is not None
+             for v in per.values()]
     outcome_.missing = {
-        "guard verdicts": (sum(v is None for per in verdicts.values() for v in per.values()),
-                           sum(len(per) for per in verdicts.values())),
+        "guard verdicts": (sum(v is None for v in every), len(every)),
         "responses": (sum(r is None for r in calls.responses.values()), len(calls.responses)),
         "judge outputs": (sum(j is None for j in calls.judgements.values()), len(calls.judgements)),
     }
     return outcome_
+
+
+class GuardPhase:
+    """Every stack's guard verdicts: the input guards' before the models are asked, the output
+    guards' once the responses are in. A guard two stacks share (the same identity, in the same
+    role) is asked once, its receipts in the first stack's folder."""
+
+    def __init__(self, plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: bool, cache: bool,
+                 on_stage: Callable[[str], None], on_batch: OnBatch) -> None:
+        self.plan, self.out_dir = plan, out_dir
+        self.settings, self.resume, self.cache = settings, resume, cache
+        self.on_stage, self.on_batch = on_stage, on_batch
+        self.by_input: dict[GuardInfo, Verdicts] = {}
+        self.by_output: dict[GuardInfo, OutputVerdicts] = {}
+        self.stats: dict[str, GuardStats] = {}
+
+    def inputs(self) -> None:
+        for index, stack in enumerate(self.plan.guards):
+            guard = stack.input
+            if guard is None or guard.info in self.by_input:
+                continue
+            self.on_stage(f"guard {guard.id}")
+            folder = guard_folder(self.out_dir, index, stack.id)
+            verdicts, self.stats[guard.id] = guard_verdicts(
+                self.plan, guard, folder, settings=self.settings, resume=self.resume, cache=self.cache,
+                on_batch=self._reporter(guard.id))
+            _check_answered(guard.id, verdicts.values(), folder / "receipts.jsonl")
+            self.by_input[guard.info] = verdicts
+
+    def outputs(self, responses: Responses) -> None:
+        for index, stack in enumerate(self.plan.guards):
+            guard = stack.output
+            if guard is None or guard.info in self.by_output:
+                continue
+            self.on_stage(f"output guard {guard.id}")
+            folder = guard_folder(self.out_dir, index, stack.id)
+            verdicts, self.stats[f"out:{guard.id}"] = output_verdicts(
+                self.plan, guard, folder, responses, settings=self.settings, resume=self.resume, cache=self.cache,
+                on_batch=self._reporter(guard.id))
+            _check_answered(guard.id, verdicts.values(), folder / "output-receipts.jsonl")
+            self.by_output[guard.info] = verdicts
+
+    def verdicts(self) -> dict[str, StackVerdicts]:
+        """Per stack id, what its guards said."""
+        return {stack.id: StackVerdicts(None if stack.input is None else self.by_input[stack.input.info],
+                                        None if stack.output is None else self.by_output[stack.output.info])
+                for stack in self.plan.guards}
+
+    def _reporter(self, guard_id: str) -> Callable[[int, int, float], None]:
+        return lambda texts, _capacity, compute_s: self.on_batch(guard_id, texts, compute_s)
+
+
+def _check_answered(guard_id: str, verdicts: Iterable[Verdict | None], receipts: Path) -> None:
+    """A guard that gave no verdict at all stops the study (resumable once it answers)."""
+    given = list(verdicts)
+    if given and all(v is None for v in given):
+        raise ModelUnavailable(f"guard {guard_id} gave no verdict at all; its first error: "
+                               f"{guard_error(receipts) or 'no output'}")
 
 
 def _remove_start(out_dir: Path, made: bool) -> None:
@@ -199,15 +258,15 @@ def _remove_start(out_dir: Path, made: bool) -> None:
             entry.unlink(missing_ok=True)
 
 
-def rows_for(plan: StudyPlan, model_id: str, t: Transformation, verdicts: Verdicts,
+def rows_for(plan: StudyPlan, model_id: str, t: Transformation, verdicts: StackVerdicts,
              calls: ResponseOutcome) -> list[Row]:
-    """One row per prompt for one guard (its `verdicts`), one model and one transformation."""
+    """One row per prompt for one guard stack (its `verdicts`), one model and one transformation."""
     name = t.name
     rows = []
     second = len(plan.judges) > 1
     for prompt in plan.prompts:
-        original = verdicts.get((prompt.id, None))
-        transformed = verdicts.get((prompt.id, name))
+        original, _ = through(_layers(verdicts, model_id, prompt.id, None))
+        transformed, stopper = through(_layers(verdicts, model_id, prompt.id, name))
         first = calls.judgements.get((0, model_id, prompt.id, name))
         other = calls.judgements.get((1, model_id, prompt.id, name)) if second else None
         response_missing = (calls.responses.get((model_id, prompt.id, None)) is None
@@ -215,29 +274,41 @@ def rows_for(plan: StudyPlan, model_id: str, t: Transformation, verdicts: Verdic
         text = plan.transformed(prompt, t)
         rows.append(Row(
             prompt_id=prompt.id,
-            original_verdict=original.label if original else None,
-            transformed_verdict=transformed.label if transformed else None,
+            original_verdict=original,
+            transformed_verdict=transformed,
             judgement=first.status if first else None,
             second_judgement=other.status if other else None,
             response_missing=response_missing,
             unchanged=text == prompt.text,
             cost=plan.cost(prompt, t),
+            stopper=stopper,
         ))
     return rows
 
 
-def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls: ResponseOutcome,
+def _layers(verdicts: StackVerdicts, model_id: str, prompt_id: str,
+            name: str | None) -> list[tuple[Layer, VerdictLabel | None]]:
+    """What each guard of a stack said of one text (p, or T(p) for transformation `name`): the
+    input guard of the text, the output guard of the model's response to it."""
+    said: list[tuple[Layer, Verdict | None]] = []
+    if verdicts.inputs is not None:
+        said.append(("input_guard", verdicts.inputs.get((prompt_id, name))))
+    if verdicts.outputs is not None:
+        said.append(("output_guard", verdicts.outputs.get((model_id, prompt_id, name))))
+    return [(layer, None if v is None else v.label) for layer, v in said]
+
+
+def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, StackVerdicts], calls: ResponseOutcome,
            date: dt.date | None = None) -> StudyOutcome:
     spec = BootstrapSpec()
     pairs = []
-    coverages = pair_coverages(plan, verdicts, calls, out_dir / "calls.jsonl",
-                               {g.id: guard_folder(out_dir, i, g.id) / "receipts.jsonl" for i, g in enumerate(plan.guards)})
+    coverages = pair_coverages(plan, verdicts, calls, out_dir / "calls.jsonl", receipts_of(plan, out_dir))
     for guard in plan.guards:
         for model in plan.models:
             outcomes = tuple(
                 outcome(t.name, rows_for(plan, model.id, t, verdicts[guard.id], calls),
                         plan.thresholds, transform=t.transform, strength=t.strength,
-                        second_judge=len(plan.judges) > 1, spec=spec)
+                        second_judge=len(plan.judges) > 1, stack=guard.output is not None, spec=spec)
                 for t in plan.transformations)
             pairs.append(PairOutcome(guard.id, model.id, outcomes, coverages[(guard.id, model.id)]))
     first = plan.judges[0]
@@ -287,6 +358,18 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls:
     return StudyOutcome(out_dir, pairings, calls=calls, files=files)
 
 
+def receipts_of(plan: StudyPlan, out_dir: Path) -> dict[tuple[str, Layer], Path]:
+    """(guard id, layer) -> the receipts its verdicts are in (the first stack's folder that has it)."""
+    found: dict[tuple[str, Layer], Path] = {}
+    for index, stack in enumerate(plan.guards):
+        folder = guard_folder(out_dir, index, stack.id)
+        if stack.input is not None:
+            found.setdefault((stack.input.id, "input_guard"), folder / "receipts.jsonl")
+        if stack.output is not None:
+            found.setdefault((stack.output.id, "output_guard"), folder / "output-receipts.jsonl")
+    return found
+
+
 def inter_judge(plan: StudyPlan, calls: ResponseOutcome) -> dict[str, Any]:
     """The two judges' agreement with each other over every case both judged."""
     both = []
@@ -320,8 +403,10 @@ INTER_JUDGE_CASES = ("responses both judges read (original and transformed side 
                      "judge's behaviour mapped to comply (complies) vs not comply")
 
 
-def write_cases(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls: ResponseOutcome) -> list[Path]:
-    """One line per model x transformation x prompt: texts, responses, judge verdicts, guard verdicts."""
+def write_cases(plan: StudyPlan, out_dir: Path, verdicts: dict[str, StackVerdicts],
+                calls: ResponseOutcome) -> list[Path]:
+    """One line per model x transformation x prompt: texts, responses, judge verdicts, guard verdicts
+    (for a stack with an output guard, each layer's two verdicts and the layer that stopped T(p))."""
     lines = []
     for model in plan.models:
         for t in plan.transformations:
@@ -336,12 +421,10 @@ def write_cases(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], c
                                    "original_behaviour": v.original_behaviour if v else None,
                                    "transformed_behaviour": v.transformed_behaviour if v else None,
                                    "same_request": v.same_request if v else None})
-                guards = {}
-                for guard in plan.guards:
-                    before = verdicts[guard.id].get((prompt.id, None))
-                    after = verdicts[guard.id].get((prompt.id, t.name))
-                    guards[guard.id] = {"original": before.label if before else None,
-                                        "transformed": after.label if after else None}
+                first = calls.judgements.get((0, model.id, prompt.id, t.name))
+                guards = {stack.id: _case_guard(stack.output is not None, verdicts[stack.id], model.id, prompt.id, t,
+                                                first.status if first else None)
+                          for stack in plan.guards}
                 lines.append(dumps({
                     "model": model.id, "transformation": t.name, "prompt_id": prompt.id, "label": prompt.label,
                     "transformed_prompt": plan.transformed(prompt, t),
@@ -352,6 +435,21 @@ def write_cases(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], c
                 }) + "\n")
     atomic_write_text(out_dir / "cases.jsonl", "".join(lines))
     return [out_dir / "cases.jsonl"]
+
+
+def _case_guard(stacked: bool, verdicts: StackVerdicts, model_id: str, prompt_id: str, t: Transformation,
+                judgement: JudgeStatus | None) -> dict[str, Any]:
+    """A guard stack's part of a case line: an input guard alone as it always was (its two
+    verdicts); a stack with an output guard, each layer's and `stopped_by`."""
+    def pair(layer: Layer) -> dict[str, Any]:
+        said = {name: dict(_layers(verdicts, model_id, prompt_id, name)).get(layer) for name in (None, t.name)}
+        return {"original": said[None], "transformed": said[t.name]}
+
+    if not stacked:
+        return pair("input_guard")
+    transformed, stopper = through(_layers(verdicts, model_id, prompt_id, t.name))
+    return {**({"input": pair("input_guard")} if verdicts.inputs is not None else {}),
+            "output": pair("output_guard"), "stopped_by": stopped_by(transformed, stopper, judgement)}
 
 
 def write_plots(pairings: dict[str, Any], out_dir: Path) -> list[Path]:
