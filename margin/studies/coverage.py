@@ -5,44 +5,29 @@ never draws it as "none found", and `margin publish` refuses it unless told othe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from margin.reports.completeness import pair_coverage
-from margin.runfolder import read_jsonl
-from margin.studies.plan import GuardPlan, StudyPlan
+from margin.studies.plan import StudyPlan
 from margin.studies.rates import Layer
 from margin.studies.responses import ResponseOutcome
-from margin.studies.verdicts import StackVerdicts
+from margin.studies.stacks import GuardPlan
+from margin.studies.verdicts import StackVerdicts, guard_error, receipt_lines
 from margin.types import Verdict
-
-
-def _lines(path: Path) -> Iterable[Mapping[str, Any]]:
-    return read_jsonl(path) if path.is_file() else ()
 
 
 def call_errors(path: Path) -> dict[tuple[str, str], str]:
     """(role, protected model) -> the first error recorded in `calls.jsonl` for a request that
     never got an output (role `response` or `judgement`)."""
-    lines = [line for line in _lines(path) if line.get("kind") == "call"]
+    lines = [line for line in receipt_lines(path) if line.get("kind") == "call"]
     answered = {line.get("key") for line in lines if line.get("output") is not None}
     first: dict[tuple[str, str], str] = {}
     for line in lines:
         if line.get("key") not in answered and line.get("error"):
             first.setdefault((str(line.get("role")), str(line.get("model"))), str(line["error"]))
     return first
-
-
-def guard_error(path: Path) -> str | None:
-    """The first error in a guard's receipts for a candidate that never got a verdict."""
-    lines = [line for line in _lines(path) if line.get("kind") == "call"]
-
-    def key(line: Mapping[str, Any]) -> tuple[Any, ...]:
-        return (line.get("prompt_id"), line.get("transform"), line.get("strength"), line.get("seed"))
-
-    answered = {key(line) for line in lines if line.get("verdict") is not None}
-    return next((str(line["error"]) for line in lines if key(line) not in answered and line.get("error")), None)
 
 
 def pair_coverages(plan: StudyPlan, verdicts: Mapping[str, StackVerdicts], calls: ResponseOutcome,

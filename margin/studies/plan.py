@@ -21,13 +21,12 @@ from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.make import describe_guard, guard_shapes, parse_guard
 from margin.guards.serving import served_spec
-from margin.guards.shapes import TEXT, Shapes
 from margin.guards.spec import GuardSpec, as_field
 from margin.judges.llm import LLMJudge
 from margin.judges.rules import RuleJudge
 from margin.judges.template import builtin_templates, load_template
 from margin.reports.pairings import PROTOCOL, Thresholds
-from margin.runrecord import LimitSample, Named, info_record
+from margin.runrecord import LimitSample, Named
 from margin.runs.preparing.subset import limit_prompts, limit_record
 from margin.studies.config import (
     JudgeConfig,
@@ -40,9 +39,10 @@ from margin.studies.config import (
 )
 from margin.studies.models import ModelSpec, identity_key, model_identity
 from margin.studies.record import StudyRecord, TransformationEntry
+from margin.studies.stacks import GuardPlan, StackPlan
 from margin.transforms.registry import get_transform, registry
 from margin.transforms.suites import EACH_WORD, builtin_suites, load_suite
-from margin.types import GuardInfo, Prompt
+from margin.types import Prompt
 from margin.util.hashing import canonical_json
 from margin.util.suggest import did_you_mean
 
@@ -60,50 +60,6 @@ class Transformation:
 
     def apply(self, text: str, seed: int) -> str:
         return get_transform(self.transform).apply(text, self.strength, seed)
-
-
-@dataclass(frozen=True)
-class GuardPlan:
-    """One guard of a stack: how to reach it, who it is, and the cases it takes."""
-
-    spec: GuardSpec
-    info: GuardInfo
-    shapes: Shapes = TEXT
-
-    @property
-    def id(self) -> str:
-        return self.info.id
-
-
-@dataclass(frozen=True)
-class StackPlan:
-    """One entry of `guards:`: an input guard (judging the prompt), an output guard (judging
-    the protected model's response), or both; a bypass of the stack passes each it has.
-
-    Its id is the input guard's when it has no output guard (as before output guards, so
-    such a study keeps its bytes), else `INPUT+out:OUTPUT` or `out:OUTPUT`."""
-
-    input: GuardPlan | None
-    output: GuardPlan | None
-    name: str | None = None
-    creator: str | None = None
-
-    @property
-    def id(self) -> str:
-        if self.output is None:
-            assert self.input is not None
-            return self.input.id
-        return ("" if self.input is None else f"{self.input.id}+") + f"out:{self.output.id}"
-
-    def record(self) -> dict[str, Any]:
-        """The stack as the pairings' meta.guards and study.json list it: an input guard alone
-        flat, as it always was; a stack with an output guard with each layer's identity."""
-        head = {"id": self.id, "name": self.name or self.id, "creator": self.creator}
-        if self.output is None:
-            assert self.input is not None
-            return {**head, **{k: v for k, v in info_record(self.input.info).items() if k != "id"}}
-        layers = {"input": info_record(self.input.info)} if self.input is not None else {}
-        return {**head, **layers, "output": info_record(self.output.info)}
 
 
 @dataclass(frozen=True)

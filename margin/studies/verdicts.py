@@ -14,19 +14,25 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal, TypeVar
 
+from margin.runfolder import read_jsonl
 from margin.runs.executing.driver import Driver, VerdictReplay
 from margin.runs.executing.resume import cut_torn_tail, load_replay
 from margin.runs.executing.session import CallSettings, GuardSession
 from margin.runs.executing.verdict_cache import default_cache_path
 from margin.search.candidates import original_candidate
 from margin.search.strategies import ExhaustiveSearch
+from margin.studies.health import ModelUnavailable
 from margin.studies.models import ModelReply
-from margin.studies.plan import GuardPlan, StudyPlan
-from margin.types import Candidate, Prompt, Turn, Verdict
+from margin.studies.plan import StudyPlan
+from margin.studies.responses import OnBatch, Responses
+from margin.studies.stacks import GuardPlan
+from margin.types import Candidate, GuardInfo, Prompt, Turn, Verdict
+from margin.util.safefiles import slug
 
 #: (prompt id, transformation name or None for the original) -> verdict, None when missing
 Verdicts = dict[tuple[str, str | None], Verdict | None]
@@ -57,11 +63,12 @@ def candidates(plan: StudyPlan) -> dict[str, tuple[Candidate, list[Candidate]]]:
     return out
 
 
-OnBatch = Callable[[int, int, float], None]
+GuardBatch = Callable[[int, int, float], None]  # (texts, capacity, seconds) per guard call
+_V = TypeVar("_V", Verdicts, OutputVerdicts)
 
 
 def guard_verdicts(plan: StudyPlan, guard: GuardPlan, folder: Path, *, settings: CallSettings, resume: bool,
-                   cache: bool, on_batch: OnBatch = lambda *_: None) -> tuple[Verdicts, GuardStats]:
+                   cache: bool, on_batch: GuardBatch = lambda *_: None) -> tuple[Verdicts, GuardStats]:
     """An input guard's verdicts on every original and transformed prompt."""
     built = candidates(plan)
     searches = [ExhaustiveSearch(p, built[p.id][0], built[p.id][1], math.inf) for p in plan.prompts]
@@ -96,7 +103,7 @@ def response_cases(plan: StudyPlan, responses: Mapping[ResponseKey, ModelReply |
 
 def output_verdicts(plan: StudyPlan, guard: GuardPlan, folder: Path,
                     responses: Mapping[ResponseKey, ModelReply | None], *, settings: CallSettings, resume: bool,
-                    cache: bool, on_batch: OnBatch = lambda *_: None) -> tuple[OutputVerdicts, GuardStats]:
+                    cache: bool, on_batch: GuardBatch = lambda *_: None) -> tuple[OutputVerdicts, GuardStats]:
     """An output guard's verdicts on every response the models gave (receipts in
     `output-receipts.jsonl`, each line saying `target: response`)."""
     cases = response_cases(plan, responses)
@@ -110,7 +117,7 @@ def output_verdicts(plan: StudyPlan, guard: GuardPlan, folder: Path,
 
 
 def _search(guard: GuardPlan, searches: list[ExhaustiveSearch], receipts_path: Path, *, settings: CallSettings,
-            resume: bool, cache: bool, on_batch: OnBatch, target: str | None = None) -> Driver:
+            resume: bool, cache: bool, on_batch: GuardBatch, target: str | None = None) -> Driver:
     receipts_path.parent.mkdir(parents=True, exist_ok=True)
     replay = VerdictReplay()
     if resume:
@@ -135,3 +142,79 @@ class StackVerdicts:
 
     inputs: Verdicts | None
     outputs: OutputVerdicts | None
+
+
+def guard_folder(out_dir: Path, index: int, guard_id: str) -> Path:
+    return out_dir / "guards" / f"{index:02d}-{slug(guard_id)}"
+
+
+class GuardPhase:
+    """Every stack's guard verdicts: the input guards' before the models are asked, the output
+    guards' once the responses are in. A guard two stacks share (the same identity, in the same
+    role) is asked once, its receipts in the first stack's folder."""
+
+    def __init__(self, plan: StudyPlan, out_dir: Path, *, settings: CallSettings, resume: bool, cache: bool,
+                 on_stage: Callable[[str], None], on_batch: OnBatch) -> None:
+        self.plan, self.out_dir = plan, out_dir
+        self.settings, self.resume, self.cache = settings, resume, cache
+        self.on_stage, self.on_batch = on_stage, on_batch
+        self.by_input: dict[GuardInfo, Verdicts] = {}
+        self.by_output: dict[GuardInfo, OutputVerdicts] = {}
+        self.stats: dict[str, GuardStats] = {}
+
+    def inputs(self) -> None:
+        for guard, folder in self._todo("input"):
+            verdicts, self.stats[guard.id] = guard_verdicts(
+                self.plan, guard, folder, settings=self.settings, resume=self.resume, cache=self.cache,
+                on_batch=self._reporter(guard.id))
+            self.by_input[guard.info] = _answered(guard.id, verdicts, folder / "receipts.jsonl")
+
+    def outputs(self, responses: Responses) -> None:
+        for guard, folder in self._todo("output"):
+            verdicts, self.stats[f"out:{guard.id}"] = output_verdicts(
+                self.plan, guard, folder, responses, settings=self.settings, resume=self.resume, cache=self.cache,
+                on_batch=self._reporter(guard.id))
+            self.by_output[guard.info] = _answered(guard.id, verdicts, folder / "output-receipts.jsonl")
+
+    def _todo(self, role: Literal["input", "output"]) -> Iterator[tuple[GuardPlan, Path]]:
+        """Each guard in `role` not asked yet, with the folder of the first stack that has it."""
+        done: Mapping[GuardInfo, object] = self.by_input if role == "input" else self.by_output
+        for index, stack in enumerate(self.plan.guards):
+            guard = stack.input if role == "input" else stack.output
+            if guard is not None and guard.info not in done:  # read after each guard is collected
+                self.on_stage(f"{role} guard {guard.id}")
+                yield guard, guard_folder(self.out_dir, index, stack.id)
+
+    def verdicts(self) -> dict[str, StackVerdicts]:
+        """Per stack id, what its guards said."""
+        return {stack.id: StackVerdicts(None if stack.input is None else self.by_input[stack.input.info],
+                                        None if stack.output is None else self.by_output[stack.output.info])
+                for stack in self.plan.guards}
+
+    def _reporter(self, guard_id: str) -> Callable[[int, int, float], None]:
+        return lambda texts, _capacity, compute_s: self.on_batch(guard_id, texts, compute_s)
+
+
+def _answered(guard_id: str, verdicts: _V, receipts: Path) -> _V:
+    """`verdicts`, unless the guard gave none at all: that stops the study (resumable once it
+    answers), naming the guard and its first error."""
+    given = list(verdicts.values())
+    if given and all(v is None for v in given):
+        raise ModelUnavailable(f"guard {guard_id} gave no verdict at all; its first error: "
+                               f"{guard_error(receipts) or 'no output'}")
+    return verdicts
+
+
+def receipt_lines(path: Path) -> Iterable[Mapping[str, Any]]:
+    return read_jsonl(path) if path.is_file() else ()
+
+
+def guard_error(path: Path) -> str | None:
+    """The first error in a guard's receipts for a candidate that never got a verdict."""
+    lines = [line for line in receipt_lines(path) if line.get("kind") == "call"]
+
+    def key(line: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (line.get("prompt_id"), line.get("transform"), line.get("strength"), line.get("seed"))
+
+    answered = {key(line) for line in lines if line.get("verdict") is not None}
+    return next((str(line["error"]) for line in lines if key(line) not in answered and line.get("error")), None)
