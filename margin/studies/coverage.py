@@ -41,15 +41,15 @@ def pair_coverages(plan: StudyPlan, verdicts: Mapping[str, StackVerdicts], calls
         said = verdicts[stack.id]
         inputs = list(said.inputs.values()) if said.inputs is not None else []
         for model in plan.models:
-            outputs = ([v for (m, _, _), v in said.outputs.items() if m == model.id]
+            outputs = ([v for key, v in said.outputs.items() if key.model == model.id]
                        if said.outputs is not None else [])
             guard_missing = sum(v is None for v in [*inputs, *outputs])
             layers: tuple[tuple[GuardPlan | None, Layer, list[Verdict | None]], ...] = (
                 (stack.input, "input_guard", inputs), (stack.output, "output_guard", outputs))
             guard_reason = next((f"guard {g.id}: {guard_error(guard_receipts[(g.id, layer)]) or 'no verdict'}"
                                  for g, layer, per in layers if g is not None and any(v is None for v in per)), None)
-            responses = [v for (m, _, _), v in calls.responses.items() if m == model.id]
-            judged = [v for (_, m, _, _), v in calls.judgements.items() if m == model.id]
+            responses = [v for key, v in calls.responses.items() if key.model == model.id]
+            judged = [v for key, v in calls.judgements.items() if key.model == model.id]
             asked = {"guard_verdicts": len(inputs) + len(outputs), "responses": len(responses),
                      "judge_outputs": len(judged)}
             missing = {"guard_verdicts": guard_missing, "responses": sum(r is None for r in responses),

@@ -20,7 +20,7 @@ from margin.runfolder import dumps
 from margin.studies.coverage import pair_coverages
 from margin.studies.plan import StudyPlan, Transformation
 from margin.studies.rates import Layer, Row, outcome, stopped_by, through
-from margin.studies.responses import ResponseOutcome
+from margin.studies.responses import JudgementKey, ResponseKey, ResponseOutcome
 from margin.studies.verdicts import GuardStats, StackVerdicts, guard_folder
 from margin.types import Verdict, VerdictLabel
 from margin.util.safefiles import atomic_write_text
@@ -51,10 +51,10 @@ def rows_for(plan: StudyPlan, model_id: str, t: Transformation, verdicts: StackV
     for prompt in plan.prompts:
         original, _ = through(_layers(verdicts, model_id, prompt.id, None))
         transformed, stopper = through(_layers(verdicts, model_id, prompt.id, name))
-        first = calls.judgements.get((0, model_id, prompt.id, name))
-        other = calls.judgements.get((1, model_id, prompt.id, name)) if second else None
-        response_missing = (calls.responses.get((model_id, prompt.id, None)) is None
-                            or calls.responses.get((model_id, prompt.id, name)) is None)
+        first = calls.judgements.get(JudgementKey(0, model_id, prompt.id, name))
+        other = calls.judgements.get(JudgementKey(1, model_id, prompt.id, name)) if second else None
+        response_missing = (calls.responses.get(ResponseKey(model_id, prompt.id, None)) is None
+                            or calls.responses.get(ResponseKey(model_id, prompt.id, name)) is None)
         text = plan.transformed(prompt, t)
         rows.append(Row(
             prompt_id=prompt.id,
@@ -78,7 +78,7 @@ def _layers(verdicts: StackVerdicts, model_id: str, prompt_id: str,
     if verdicts.inputs is not None:
         said.append(("input_guard", verdicts.inputs.get((prompt_id, name))))
     if verdicts.outputs is not None:
-        said.append(("output_guard", verdicts.outputs.get((model_id, prompt_id, name))))
+        said.append(("output_guard", verdicts.outputs.get(ResponseKey(model_id, prompt_id, name))))
     return [(layer, None if v is None else v.label) for layer, v in said]
 
 
@@ -160,8 +160,8 @@ def inter_judge(plan: StudyPlan, calls: ResponseOutcome) -> dict[str, Any]:
     for model in plan.models:
         for t in plan.transformations:
             for prompt in plan.prompts:
-                a = calls.judgements.get((0, model.id, prompt.id, t.name))
-                b = calls.judgements.get((1, model.id, prompt.id, t.name))
+                a = calls.judgements.get(JudgementKey(0, model.id, prompt.id, t.name))
+                b = calls.judgements.get(JudgementKey(1, model.id, prompt.id, t.name))
                 if a is not None and b is not None:
                     both.append((a, b))
     return judges_agreement(both)
@@ -195,17 +195,17 @@ def write_cases(plan: StudyPlan, out_dir: Path, verdicts: dict[str, StackVerdict
     for model in plan.models:
         for t in plan.transformations:
             for prompt in plan.prompts:
-                original = calls.responses.get((model.id, prompt.id, None))
-                transformed = calls.responses.get((model.id, prompt.id, t.name))
+                original = calls.responses.get(ResponseKey(model.id, prompt.id, None))
+                transformed = calls.responses.get(ResponseKey(model.id, prompt.id, t.name))
                 judges = []
                 for index, judge in enumerate(plan.judges):
-                    v = calls.judgements.get((index, model.id, prompt.id, t.name))
+                    v = calls.judgements.get(JudgementKey(index, model.id, prompt.id, t.name))
                     judges.append({"id": judge.id, "status": v.status if v else None,
                                    "rationale": v.rationale if v else None,
                                    "original_behaviour": v.original_behaviour if v else None,
                                    "transformed_behaviour": v.transformed_behaviour if v else None,
                                    "same_request": v.same_request if v else None})
-                first = calls.judgements.get((0, model.id, prompt.id, t.name))
+                first = calls.judgements.get(JudgementKey(0, model.id, prompt.id, t.name))
                 guards = {stack.id: _case_guard(stack.output is not None, verdicts[stack.id], model.id, prompt.id, t,
                                                 first.status if first else None)
                           for stack in plan.guards}

@@ -29,18 +29,16 @@ from margin.search.strategies import ExhaustiveSearch
 from margin.studies.health import ModelUnavailable
 from margin.studies.models import ModelReply
 from margin.studies.plan import StudyPlan
-from margin.studies.responses import OnBatch, Responses
+from margin.studies.responses import OnBatch, ResponseKey, Responses
 from margin.studies.stacks import GuardPlan
 from margin.types import Candidate, GuardInfo, Prompt, Turn, Verdict
 from margin.util.safefiles import slug
 
 #: (prompt id, transformation name or None for the original) -> verdict, None when missing
 Verdicts = dict[tuple[str, str | None], Verdict | None]
-#: (model id, prompt id, transformation name or None) -> the output guard's verdict on that
-#: model's response to that text; None when missing (no verdict, or no response to judge)
-OutputVerdicts = dict[tuple[str, str, str | None], Verdict | None]
-#: a response the output guard judges: (model id, prompt id, transformation name or None)
-ResponseKey = tuple[str, str, str | None]
+#: the output guard's verdict on a model's response (by its key); None when missing (no
+#: verdict, or no response to judge)
+OutputVerdicts = dict[ResponseKey, Verdict | None]
 
 
 @dataclass
@@ -91,11 +89,12 @@ def response_cases(plan: StudyPlan, responses: Mapping[ResponseKey, ModelReply |
         for prompt in plan.prompts:
             for t in (None, *plan.transformations):
                 name = None if t is None else t.name
-                reply = responses.get((model.id, prompt.id, name))
+                key = ResponseKey(model.id, prompt.id, name)
+                reply = responses.get(key)
                 if reply is None:
                     continue
                 sent = prompt.text if t is None else plan.transformed(prompt, t)
-                cases[(model.id, prompt.id, name)] = Prompt(
+                cases[key] = Prompt(
                     f"{model.id}/{prompt.id}/{name or 'original'}", reply.text, prompt.label, prompt.type,
                     history=(Turn("user", sent),), target="response")
     return cases
