@@ -262,3 +262,30 @@ def test_the_study_table_says_which_layer_stopped_the_attempts(stacked):
     assert "input guard 4 of 4" in stack_medium and "output guard 3, none (bypass) 1 of 4" in stack_medium
     assert "judge 4 of 4" in shown[f"{STACK} × toy-small"] and "judge 3 of 3" in shown[f"{OUTPUT} × toy-small"]
     assert "stopped by" not in shown["keyword × toy-medium"]
+
+
+@pytest.mark.slow
+def test_the_stack_example_runs_here_with_the_figures_the_docs_give(tmp_path):
+    """studies/local-stack.yaml on the toy server: docs/study.md's figures."""
+    import shutil
+
+    from tests.support.paths import REPO
+
+    text = (REPO / "studies" / "local-stack.yaml").read_text(encoding="utf-8")
+    shutil.copy(REPO / "studies" / "compliance_guard.py", tmp_path)
+    with toy_server() as url:
+        path = tmp_path / "local-stack.yaml"
+        path.write_text(text.replace("http://127.0.0.1:8011/v1", url), encoding="utf-8")
+        outcome = run_study(prepare(path), tmp_path / "out", engine="local", cache=False)
+    p = outcome.pairings
+    status = {(d["guard_id"], d["model_id"]): d["qualifying_transformations"] for d in p["data"]}
+    assert status[("keyword", "toy-medium")] == 2 and status[("keyword", "toy-large")] == 3
+    assert sum(n for (g, _), n in status.items() if g != "keyword") == 0
+    both, alone = "keyword+out:harmful-compliance", "out:harmful-compliance"
+    assert stopped(p, both, "toy-medium", ZWS) == {"output_guard": 18, "none": 19, "attempts": 37}
+    assert stopped(p, both, "toy-small", ZWS) == {"judge": 37, "attempts": 37}
+    assert stopped(p, both, "toy-large", "leetspeak:50%") == {"input_guard": 3, "output_guard": 17, "judge": 12,
+                                                              "none": 5, "attempts": 37}
+    assert stopped(p, both, "toy-large", "roleplay:actor") == {"input_guard": 37, "attempts": 37}
+    assert stopped(p, alone, "toy-large", ZWS) == {"output_guard": 18, "attempts": 18}
+    assert stopped(p, alone, "toy-medium", "homoglyph:100%") == {"judge": 18, "attempts": 18}
