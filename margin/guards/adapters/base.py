@@ -30,6 +30,11 @@ class Adapter(ABC):
     #: response and conversation formats are written for the family.
     shapes: ClassVar[Shapes] = PROMPT_ONLY
 
+    @classmethod
+    def shapes_for(cls, variant: str) -> Shapes:
+        """The shapes of one variant (a family whose versions' templates differ overrides it)."""
+        return cls.shapes
+
     def __init__(self, variant: str = "", options: Mapping[str, Any] | None = None) -> None:
         self.variant = variant
         self.options = dict(options or {})
