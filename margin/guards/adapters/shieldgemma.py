@@ -57,8 +57,8 @@ class ShieldGemma(Adapter):
             raise InputError(f"must be a non-empty list of policy names ({', '.join(POLICIES)}) "
                              "or full policy texts", field="options.policies")
         # A known name stands for the card's wording; any other string is a policy text.
-        self.policies = [POLICIES.get(p, p) for p in chosen]
-        self.response_policies = [RESPONSE_POLICIES.get(p, p) for p in chosen]
+        self.policies = [POLICIES.get(p, str(p)) for p in chosen]
+        self.response_policies = [RESPONSE_POLICIES.get(p, str(p)) for p in chosen]
 
     def guidelines(self, case: str | Exchange) -> list[str]:
         """The policies one case is judged against, one call each."""
