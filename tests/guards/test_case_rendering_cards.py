@@ -137,6 +137,15 @@ def test_shieldgemma_renders_a_plain_prompt_as_before_and_refuses_what_its_templ
     assert evidence.field == "context" and "no place for a case's context" in evidence.message
 
 
+def test_a_case_with_context_is_refused_where_the_format_has_no_place_for_it():
+    from margin.guards.shapes import WHOLE_CASES
+
+    evidence = case("response", ("user", USER), context="man kill(1)")
+    assert refused("keyword", evidence).field == "context"  # a text classifier would judge without it
+    assert refused("llama-guard-4", evidence).field == "context"
+    check_cases("python", WHOLE_CASES, (evidence,), "cases.jsonl", None)  # the whole case reaches it
+
+
 # -- Granite Guardian 3.0-3.2 ------------------------------------------------------------------------
 # Its checkpoint's template (ibm-granite/granite-guardian-3.0, IBM's cookbooks): the last one or
 # two turns; a risk name picks the bank's definition for the judged role, a risk definition
