@@ -2,9 +2,10 @@
 
 Template: the case's turns through the checkpoint's chat template (a plain prompt: one user
 turn), which appends the assistant header itself (the official code passes
-add_generation_prompt=False). The turns go as they are: a conversation ending in a user turn is the card's prompt moderation ("ONLY THE LAST
-USER's query"), one ending in the assistant's turn its response moderation ("ONLY THE LAST
-ASSISTANT's response", the template adding a refusal policy). Its roles are USER and
+add_generation_prompt=False). The turns go as they are: a conversation ending in a user turn
+is the card's prompt moderation ("ONLY THE LAST USER's query"), one ending in the assistant's
+turn its response moderation ("ONLY THE LAST ASSISTANT's response", the template adding a
+refusal policy). Its roles are USER and
 ASSISTANT: a system turn, a per-case policy (its categories are fixed) and context have no
 place, and are refused (shapes). Output: `Safety: Safe|Unsafe|Controversial` then
 `Categories: ...`; a response adds a third line `Refusal: Yes|No`, which a response's output
