@@ -2,8 +2,10 @@
 results, or a snapshot file, with its figures only; and the rule for which two sides may be
 compared at all.
 
-Two sides compare only when they measured the same thing: the same protocol, dataset bytes,
-suite bytes, budget, cost norm and prompts. The guard, its defence, the search (cheapest and
+Two sides compare only when they measured the same thing: the same target turn, protocol,
+dataset bytes, suite bytes, budget, cost norm and prompts. A prompt run and a response run are
+refused outright: each run's costs are per 100 characters of its own target texts, so their
+margins are on different scales. The guard, its defence, the search (cheapest and
 exhaustive give the same c_i) and the seed may differ: they are what a comparison is for.
 """
 
@@ -22,7 +24,7 @@ from margin.runfolder import RunDir, load_run, read_json
 from margin.types import SearchResult
 
 #: What two sides must share, in the order a refusal names them.
-TERMS = ("protocol", "dataset", "suite", "budget", "cost_norm", "prompts")
+TERMS = ("target", "protocol", "dataset", "suite", "budget", "cost_norm", "prompts")
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,9 @@ def _named(value: Any) -> str:
 
 
 def _terms(protocol: str, provenance: dict[str, Any], prompts: int | None) -> dict[str, Any]:
+    """TERMS' values; a record without `target` (every prompt run's) judged the prompt."""
     budget = provenance.get("budget")
-    return {"protocol": protocol, "dataset": _named(provenance.get("dataset")),
+    return {"target": provenance.get("target") or "prompt", "protocol": protocol, "dataset": _named(provenance.get("dataset")),
             "suite": _named(provenance.get("suite")),
             "budget": None if budget is None else float(budget),
             "cost_norm": provenance.get("cost_norm", "corpus"), "prompts": prompts}
@@ -103,6 +106,10 @@ def require_comparable(a: Side, b: Side) -> None:
         left, right = a.terms.get(term), b.terms.get(term)
         if term == "prompts" and (left is None or right is None):
             continue  # an older snapshot may not count its prompts
+        if term == "target" and left != right:
+            raise InputError(f"cannot compare {a.source} (target: {left}) with {b.source} (target: {right}): a run's "
+                             "costs are per 100 characters of its own target turns, so a prompt run's margins and "
+                             "a response run's are on different scales; compare runs of one target")
         if left != right:
             raise InputError(f"cannot compare {a.source} with {b.source}: different {term.replace('_', ' ')} "
                              f"({left} vs {right})")
