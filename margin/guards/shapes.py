@@ -24,9 +24,9 @@ class Shapes:
     # takes turns before the judged exchange (the prompt, or the prompt and its response)
     conversation: bool = False
     policy: bool = False  # takes a per-case policy
+    context: bool = False  # shows a case's frozen evidence (where its format has a place for it)
     sees: Sees = "target text"
     system: bool = True  # with `conversation`: renders a system turn (Llama Guard's template has none)
-    context: bool = False  # shows a case's frozen evidence (where its format has a place for it)
 
     @property
     def whole_cases(self) -> bool:
@@ -46,10 +46,10 @@ class Shapes:
                                 "exchange")
         if not self.system and any(turn.role == "system" for turn in case.history):
             return "messages", "renders no system turn (its template takes user and assistant turns only)"
-        if case.policy and not self.policy:
-            return "policy", "takes no per-case policy (its policy is fixed)"
         if case.context and not self.context:
             return "context", "has no place for a case's context in its format (it would judge without it)"
+        if case.policy and not self.policy:
+            return "policy", "takes no per-case policy (its policy is fixed)"
         return None
 
 

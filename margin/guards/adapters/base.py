@@ -32,7 +32,7 @@ class Adapter(ABC):
 
     @classmethod
     def shapes_for(cls, variant: str) -> Shapes:
-        """The shapes of one variant (a family whose versions' templates differ overrides it)."""
+        """The cases `variant`'s template renders (for most families every variant's alike)."""
         return cls.shapes
 
     def __init__(self, variant: str = "", options: Mapping[str, Any] | None = None) -> None:
