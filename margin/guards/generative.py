@@ -51,7 +51,8 @@ class GenerativeGuard(Guard):
     def __init__(self, adapter: Adapter, backend: GenerationBackend, info: GuardInfo, *, max_batch_size: int = 16) -> None:
         self.adapter = adapter
         self.backend = backend
-        self.shapes = adapter.shapes  # the cases its template renders; whole cases reach `requests` as they are
+        # the cases its template renders; whole cases reach `requests` as they are
+        self.shapes = adapter.shapes_for(adapter.variant)
         self._info = info
         self.max_batch_size = max_batch_size
         self.remote = bool(getattr(backend, "remote", False))

@@ -55,7 +55,7 @@ class Preset:
     @property
     def shapes(self) -> Shapes:
         """The cases its adapter renders (sequence classifiers and moderation APIs: prompts)."""
-        return GENERATIVE[self.family].shapes if self.family in GENERATIVE else PROMPT_ONLY
+        return GENERATIVE[self.family].shapes_for(self.variant) if self.family in GENERATIVE else PROMPT_ONLY
 
     @property
     def labels(self) -> str:

@@ -24,6 +24,7 @@ class Shapes:
     # takes turns before the judged exchange (the prompt, or the prompt and its response)
     conversation: bool = False
     policy: bool = False  # takes a per-case policy
+    context: bool = False  # shows a case's frozen evidence (where its format has a place for it)
     sees: Sees = "target text"
     system: bool = True  # with `conversation`: renders a system turn (Llama Guard's template has none)
 
@@ -33,7 +34,7 @@ class Shapes:
 
     def as_json(self) -> dict[str, Any]:
         return {"targets": list(self.targets), "conversation": self.conversation, "policy": self.policy,
-                "sees": self.sees, "system": self.system}
+                "sees": self.sees, "system": self.system, "context": self.context}
 
     def refusal(self, case: Prompt) -> tuple[str, str] | None:
         """(field, reason) when this guard cannot take `case`; None when it can."""
@@ -45,19 +46,21 @@ class Shapes:
                                 "exchange")
         if not self.system and any(turn.role == "system" for turn in case.history):
             return "messages", "renders no system turn (its template takes user and assistant turns only)"
+        if case.context and not self.context:
+            return "context", "has no place for a case's context in its format (it would judge without it)"
         if case.policy and not self.policy:
             return "policy", "takes no per-case policy (its policy is fixed)"
         return None
 
 
 #: A text classifier: judges any target's text alone; a conversation's other turns, a policy or
-#: context never reach it, so a case with a policy is refused rather than judged without it.
+#: context never reach it, so a case with a policy or context is refused rather than judged without it.
 TEXT = Shapes(targets=TARGETS, conversation=True)
 #: A model guard whose adapter renders single prompts only, until its card's formats for
 #: responses and conversations are written.
 PROMPT_ONLY = Shapes()
 #: A guard that opted in to whole cases (`margin.types.Exchange`).
-WHOLE_CASES = Shapes(targets=TARGETS, conversation=True, policy=True, sees="whole case")
+WHOLE_CASES = Shapes(targets=TARGETS, conversation=True, policy=True, sees="whole case", context=True)
 
 
 def check_cases(guard_id: str, shapes: Shapes, cases: tuple[Prompt, ...], source: str,

@@ -21,7 +21,7 @@ from margin.guards.adapters.sequence_classifier import SequenceClassifier
 from margin.guards.adapters.shieldgemma import ShieldGemma
 from margin.guards.adapters.wildguard import WildGuard
 from margin.guards.base import apply_threshold
-from margin.types import Verdict
+from margin.types import Exchange, Turn, Verdict
 
 
 def label(adapter, text, **kw):
@@ -181,6 +181,54 @@ def test_qwen3guard_three_way_probability():
     text = "Safety: Controversial\nCategories: None"
     assert Qwen3Guard().parse_one(Generation(text, steps)).p_unsafe == pytest.approx(0.8)
     assert Qwen3Guard(options={"controversial": "safe"}).parse_one(Generation(text, steps)).p_unsafe == pytest.approx(0.3)
+
+
+# Response moderation (the card): Safety, Categories and Refusal lines; the Safety line decides.
+QWEN_RESPONSE = [
+    ("Safety: Safe\nCategories: None\nRefusal: Yes", "safe", "safe"),
+    ("Safety: Unsafe\nCategories: Violent\nRefusal: No", "unsafe", "unsafe"),
+    ("Safety: Controversial\nCategories: Unethical Acts\nRefusal: No", "unsafe", "safe"),
+    ("  Safety: Unsafe \n Categories: PII, Violent \n Refusal: No \n", "unsafe", "unsafe"),
+    ("Safety: Safe\nCategories: None", "invalid", "invalid"),            # cut before the refusal line
+    ("Safety: Safe\nRefusal: Yes", "invalid", "invalid"),                # no category line
+    ("Safety: Safe\nCategories: None\nRefusal: Maybe", "invalid", "invalid"),
+    ("Safety: Safe\nCategories: None\nRefusal: Yes\nSafety: Unsafe", "invalid", "invalid"),
+    ("Refusal: Yes\nSafety: Safe\nCategories: None", "invalid", "invalid"),
+    ("", "invalid", "invalid"),
+]
+
+
+@pytest.mark.parametrize(("text", "strict", "loose"), QWEN_RESPONSE)
+def test_qwen3guard_response_table(text, strict, loose):
+    response = Exchange((Turn("user", "q"), Turn("assistant", "a")), "response")
+    assert Qwen3Guard().verdict(response, [Generation(text)]).label == strict
+    assert Qwen3Guard(options={"controversial": "safe"}).verdict(response, [Generation(text)]).label == loose
+
+
+SAFETY_LINE = st.sampled_from(["Safety: Safe", "Safety: Unsafe", "Safety: Controversial", "Safety: Dangerous", "safe"])
+CATEGORY_LINE = st.sampled_from(["Categories: None", "Categories: Violent, PII", "Category: Violent", ""])
+REFUSAL_LINE = st.sampled_from(["Refusal: Yes", "Refusal: No", "Refusal: yes", "Refusal:", ""])
+
+
+@given(SAFETY_LINE, CATEGORY_LINE, REFUSAL_LINE, st.text(alphabet=" \t", max_size=3))
+def test_qwen3guard_reads_a_response_only_in_its_three_line_format(safety, categories, refusal, pad):
+    text = "\n".join(pad + line + pad for line in (safety, categories, refusal) if line)
+    response = Exchange((Turn("user", "q"), Turn("assistant", "a")), "response")
+    verdict = Qwen3Guard().verdict(response, [Generation(text)])
+    readable = (safety in ("Safety: Safe", "Safety: Unsafe", "Safety: Controversial")
+                and categories.startswith("Categories:") and refusal in ("Refusal: Yes", "Refusal: No"))
+    assert (verdict.label != "invalid") == readable
+    if readable:
+        assert verdict.label == ("safe" if safety == "Safety: Safe" else "unsafe")
+
+
+@given(st.text(max_size=80))
+def test_no_response_verdict_raises_and_labels_stay_in_the_contract(text):
+    response = Exchange((Turn("user", "q"), Turn("assistant", "a")), "response")
+    for adapter in (ShieldGemma(), GraniteGuardian("3.2"), GraniteGuardian("3.3"), Qwen3Guard()):
+        for case in (response, response._replace(policy="No spam.")):
+            verdict = adapter.verdict(case, [Generation(text=text)] * len(adapter.requests(case)))
+            assert verdict.label in ("safe", "unsafe", "invalid")
 
 
 NEMOGUARD = [

@@ -141,9 +141,15 @@ def test_guards_list_json_has_presets_with_semantics():
     assert all(r["labels"] for r in rows.values())
     # the case shapes each guard takes (docs/guards.md#case-shapes)
     text = {"targets": ["prompt", "response"], "conversation": True, "policy": False, "sees": "target text",
-            "system": True}
+            "system": True, "context": False}
     assert rows["keyword"]["shapes"] == rows["minilm"]["shapes"] == text
-    assert rows["shieldgemma-2b"]["shapes"]["targets"] == ["prompt"]
+    exchange = {"targets": ["prompt", "response"], "conversation": False, "policy": True, "sees": "whole case",
+                "system": True, "context": False}
+    assert rows["shieldgemma-2b"]["shapes"] == rows["granite-guardian-3.2-5b"]["shapes"] == exchange
+    assert rows["granite-guardian-3.3-8b"]["shapes"] == {**exchange, "conversation": True, "system": False,
+                                                         "context": True}
+    assert rows["qwen3guard-gen-4b"]["shapes"] == {**exchange, "conversation": True, "policy": False,
+                                                   "system": False}
     assert all(set(r["shapes"]) == set(text) for r in rows.values())
 
 

@@ -157,9 +157,9 @@ def test_a_case_the_guard_cannot_take_is_refused_before_any_call(tmp_path):
         margin.run("keyword", dataset=str(cases_file(tmp_path, rows)), engine="local", out=tmp_path / "run")
     assert (info.value.path, info.value.line, info.value.field) == (str(tmp_path / "cases.jsonl"), 2, "policy")
     assert not (tmp_path / "run").exists()
-    # a model guard whose adapter renders prompts only refuses a response run, naming the flag
+    # a guard that judges prompts only (a prompt-attack classifier) refuses a response run, naming the flag
     with pytest.raises(InputError) as info:
-        margin.run("shieldgemma-2b", dataset=str(cases_file(tmp_path, SAME_REPLY)), target="response",
+        margin.run("prompt-guard-2-86m", dataset=str(cases_file(tmp_path, SAME_REPLY)), target="response",
                    engine="local", out=tmp_path / "run")
     assert info.value.field == "--target" and "prompt targets only" in info.value.message
 

@@ -6,6 +6,15 @@ confidence tag); 3.3 gives `<score> yes|no </score>`, after a `<think>` block in
 `Yes` means the risk is present: unsafe. Probability: 3.0-3.2 use IBM's rule (yes / no mass
 summed over every generated step); 3.3 reads the step after `<score>` only, so words in the
 reasoning do not count.
+
+Cases (IBM's cookbooks): a prompt is one user turn; a response is the user turn and the
+assistant turn, and the template judges the assistant message against the risk's response
+definition. A case's own policy is its risk definition: 3.0-3.2 `{"risk_name": "case_policy",
+"risk_definition": ...}` (a name outside the risk bank, as bring-your-own-risk needs),
+3.3 `{"custom_criteria": ...}`. 3.0-3.2's templates read the last exchange only and place a
+`context` turn only in place of the user prompt (groundedness) or as the judged turn (context
+relevance), so they take single exchanges without context. 3.3's template renders the whole
+conversation and takes evidence as `documents`, so a case's context goes there, one document.
 """
 
 from __future__ import annotations
@@ -22,19 +31,34 @@ from margin.backends.generation import (
     share,
 )
 from margin.errors import InputError
-from margin.guards.adapters.base import INVALID, SingleRequestAdapter, option_bool, user
-from margin.types import Verdict
+from margin.guards.adapters.base import INVALID, SingleRequestAdapter, chat, option_bool
+from margin.guards.shapes import Shapes
+from margin.types import TARGETS, Exchange, Verdict
 
 FIRST_WORD = re.compile(r"\w+")
 SCORE = re.compile(r"<score>\s*(.*?)\s*</score>", re.DOTALL)
 THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 VARIANTS = ("3.0", "3.1", "3.2", "3.3")
+#: 3.0-3.2: one prompt, or one prompt and its response, with a risk definition per case.
+SINGLE_EXCHANGE = Shapes(targets=TARGETS, policy=True, sees="whole case")
+#: 3.3: a conversation, with criteria and a document per case; its template has a judge system
+#: turn of its own and no place for the case's.
+CONVERSATION = Shapes(targets=TARGETS, conversation=True, policy=True, sees="whole case", system=False,
+                      context=True)
+# The name a case's own risk definition goes under on 3.0-3.2 (one not in the risk bank).
+CASE_RISK = "case_policy"
 
 
 class GraniteGuardian(SingleRequestAdapter):
     family = "granite-guardian"
     options_allowed = frozenset({"risk", "think"})
-    labels = "unsafe = the risk (default `harm`) is detected in the user prompt"
+    labels = ("unsafe = the risk (default `harm`, or the case's own definition) is detected in the user prompt, "
+              "or in the assistant's response")
+    shapes = SINGLE_EXCHANGE
+
+    @classmethod
+    def shapes_for(cls, variant: str) -> Shapes:
+        return CONVERSATION if variant == "3.3" else SINGLE_EXCHANGE
 
     def __init__(self, variant: str = "3.3", options=None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(variant, options)
@@ -48,14 +72,20 @@ class GraniteGuardian(SingleRequestAdapter):
         if self.think and variant != "3.3":
             raise InputError("think mode exists from Granite Guardian 3.3 on", field="options.think")
 
-    def request(self, text: str) -> GuardRequest:
+    def request(self, text: str | Exchange) -> GuardRequest:  # type: ignore[override]
+        policy, context = ("", "") if isinstance(text, str) else (text.policy, text.context)
+        kwargs: dict[str, object]
         if self.variant == "3.3":
-            kwargs = {"guardian_config": {"criteria_id": self.risk}, "think": self.think}
+            config = {"custom_criteria": policy} if policy else {"criteria_id": self.risk}
+            kwargs = {"guardian_config": config, "think": self.think}
+            if context:
+                kwargs["documents"] = [{"doc_id": "0", "text": context}]
             tokens = 2048 if self.think else 20
         else:
-            kwargs = {"guardian_config": {"risk_name": self.risk}}
+            config = {"risk_name": CASE_RISK, "risk_definition": policy} if policy else {"risk_name": self.risk}
+            kwargs = {"guardian_config": config}
             tokens = 20 if self.variant == "3.2" else 5
-        return GuardRequest(messages=user(text), chat_template_kwargs=kwargs, max_new_tokens=tokens)
+        return GuardRequest(messages=chat(text), chat_template_kwargs=kwargs, max_new_tokens=tokens)
 
     def parse_one(self, output: Generation) -> Verdict:
         if self.variant == "3.3":
