@@ -39,8 +39,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 def test_publish_ranks_guards_in_one_immutable_content_addressed_file(runs, tmp_path):
     out = tmp_path / "pub"
     published = publish([runs["hash"], runs["prob"]], out, date=DAY, base_url="https://example.org/snapshots/")
-    snapshot = published.leaderboard
-    assert snapshot is not None
+    assert published.leaderboard is not None
+    snapshot = published.leaderboard.document()
     margins = [r["balanced_margin"] for r in snapshot["data"]]
     assert margins == sorted(margins, reverse=True)
     assert [r["rank"] for r in snapshot["data"]] == [1, 2]
@@ -61,7 +61,7 @@ def test_publish_ranks_guards_in_one_immutable_content_addressed_file(runs, tmp_
     assert {name[:-5] + s for s in ("-curves.png", "-curves.svg", "-fpr-fnr.svg", "-effectiveness.png")} <= stems
     # Publishing the same runs again is a no-op; the same name with other content is refused.
     again = publish([runs["hash"], runs["prob"]], out, date=DAY, base_url="https://example.org/snapshots/")
-    assert again.leaderboard == snapshot
+    assert again.leaderboard == published.leaderboard
     with pytest.raises(InputError, match="immutable"):
         write_immutable(out / name, "{}")
 

@@ -115,7 +115,7 @@ def written(root: Path) -> dict[str, str]:
     adaptive = snapshot_entry(HashGuard(0.5, salt="p").info, [], 100.0, {"search": "adaptive", "seed": 0})
     out["snapshot/adaptive-empty"] = json.dumps(build_snapshot(
         [adaptive], {"dataset": {"name": "d", "sha256": "1"}, "suite": {"name": "s", "sha256": "2"}, "budget": 100},
-        DAY, protocol="margin-adaptive-flip-cost/1", min_coverage=0.5))
+        DAY, protocol="margin-adaptive-flip-cost/1", min_coverage=0.5).document())
     return {name: text.replace(TODAY, "TODAY").replace(str(root), "ROOT") for name, text in out.items()}
 
 

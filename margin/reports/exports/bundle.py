@@ -13,11 +13,11 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from margin.errors import InputError
 from margin.reports.effectiveness import effectiveness
 from margin.reports.observations import PromptObservations
+from margin.reports.snapshot_schema import Record
 from margin.runfolder import RunDir
 from margin.runrecord import RunRecord
 from margin.types import LABELS, SearchResult
@@ -50,7 +50,7 @@ class FamilyOutcome:
 class ExportRun:
     run: RunDir
     source: str  # the run folder as the user named it
-    record: Mapping[str, Any]  # the run's snapshot record
+    record: Record  # the run's snapshot record
     texts: Mapping[str, str]  # prompt id -> original text
     families: Mapping[str, str]  # transform -> family
     outcomes: Sequence[FamilyOutcome]

@@ -16,7 +16,7 @@ from margin.util.display import make_visible
 def _suite(bundle: ExportRun, label: str) -> ET.Element:
     suite = ET.Element("testsuite", name=f"margin.{bundle.run.guard.id}.{label}")
     props = ET.SubElement(suite, "properties")
-    margin = bundle.record.get(f"{label}_margin")
+    margin = bundle.record.figure(f"{label}_margin")
     for name, value in (("margin", margin), ("family_method", bundle.family_method)):
         ET.SubElement(props, "property", name=name, value="" if value is None else str(value))
     failures = skipped = 0
