@@ -29,10 +29,10 @@ from margin.reports.completeness import (
 )
 from margin.reports.documents import content_hash, pinned_url
 from margin.reports.effectiveness import effectiveness_record
-from margin.reports.observations import from_receipts
+from margin.reports.observations import PromptObservations, from_receipts
 from margin.reports.pairings import load_pairings, mark_provisional, merge_pairings
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, observes_all, protocol_for
-from margin.reports.snapshot import build_snapshot, measured_on, snapshot_entry
+from margin.reports.snapshot import SnapshotEntry, build_snapshot, measured_on, snapshot_entry
 from margin.reports.snapshot_schema import Record, Snapshot
 from margin.runfolder import RunDir, dumps, load_run
 from margin.util.hashing import sha256_text
@@ -114,18 +114,33 @@ def same_id(first: RunDir, second: RunDir) -> str:
             "(join shards or retries with `margin merge` first)")
 
 
-def run_coverage(run: RunDir) -> Coverage:
-    """The run's coverage, the reason read from its receipts when something is missing."""
-    reason = None
-    if any(r.status == "missing" for r in run.results) and run.receipts_path.is_file():
-        reason = missing_reason(run.receipts(), run.results)
-    return Coverage.of(run.results, reason)
+@dataclass(frozen=True)
+class RunEvidence:
+    """What publish reads of one run beyond its record and results, each read once: its
+    coverage (with the reason its receipts give for a missing prompt) and, for a search that
+    asks about every candidate, its observations (for the effectiveness figures)."""
+
+    run: RunDir
+    coverage: Coverage
+    observations: list[PromptObservations] | None  # None: a search that does not observe all
 
 
-def check_coverage(runs: Sequence[RunDir], studies: Sequence[tuple[str, dict[str, Any]]],
+def run_evidence(run: RunDir) -> RunEvidence:
+    """One pass over the run's receipts, and only when something needs them: a missing
+    prompt's reason, or an exhaustive run's observations (a complete cheapest run's receipts
+    are never read)."""
+    missing = any(r.status == "missing" for r in run.results)
+    exhaustive = observes_all(run.search)
+    lines = list(run.receipts()) if exhaustive or (missing and run.receipts_path.is_file()) else []
+    reason = missing_reason(lines, run.results) if missing and run.receipts_path.is_file() else None
+    observations = from_receipts(lines, run.results) if exhaustive else None
+    return RunEvidence(run, Coverage.of(run.results, reason), observations)
+
+
+def check_coverage(runs: Sequence[RunEvidence], studies: Sequence[tuple[str, dict[str, Any]]],
                    min_coverage: float) -> None:
     """Refuse evidence below `min_coverage`, naming every such run and pair with its coverage."""
-    short = [f"{run.path}: {cov.describe()}" for run in runs if not (cov := run_coverage(run)).meets(min_coverage)]
+    short = [f"{ev.run.path}: {ev.coverage.describe()}" for ev in runs if not ev.coverage.meets(min_coverage)]
     for where, pairings in studies:
         short += [f"{where}: {pair['guard_id']} x {pair['model_id']}: {pair_describe(pair_coverage_of(pair) or {})}"
                   for pair in pairings["data"] if not pair_meets(pair, min_coverage)]
@@ -144,13 +159,18 @@ def run_provenance(run: RunDir) -> dict[str, Any]:
     return {k: meta.get(k) for k in ("margin_version", "git_commit")}
 
 
-def build_leaderboard(runs: Sequence[RunDir], date: dt.date, spec: BootstrapSpec | None = None,
+def leaderboard_entry(evidence: RunEvidence, spec: BootstrapSpec | None) -> SnapshotEntry:
+    run = evidence.run
+    return snapshot_entry(run.guard, run.results, run.budget,
+                          {"search": run.search, "seed": run.record.seed, **run_provenance(run),
+                           **({"target": run.record.target} if run.record.target else {})},
+                          spec, coverage=evidence.coverage)
+
+
+def build_leaderboard(evidence: Sequence[RunEvidence], date: dt.date, spec: BootstrapSpec | None = None,
                       min_coverage: float = 1.0) -> Snapshot:
-    entries = [snapshot_entry(run.guard, run.results, run.budget,
-                              {"search": run.search, "seed": run.record.seed, **run_provenance(run),
-                               **({"target": run.record.target} if run.record.target else {})},
-                              spec, coverage=run_coverage(run))
-               for run in runs]
+    entries = [leaderboard_entry(ev, spec) for ev in evidence]
+    runs = [ev.run for ev in evidence]
     provenance = {
         **measured_on(runs[0].record),
         "budget": runs[0].budget,  # as a float, as published leaderboards always wrote it
@@ -219,21 +239,21 @@ def publish(paths: Sequence[Path], out_dir: Path, *, base_url: str | None = None
     pairings_in = [(str(p), load_pairings(p)) for p in study_paths]  # validate everything before writing
     if runs:
         check_publishable(runs)
+    evidence = [run_evidence(run) for run in runs]
     if not allow_incomplete:
-        check_coverage(runs, pairings_in, min_coverage)
+        check_coverage(evidence, pairings_in, min_coverage)
     published = Published()
     if runs:
-        built = build_leaderboard(runs, date, min_coverage=min_coverage)
+        built = build_leaderboard(evidence, date, min_coverage=min_coverage)
         name, snapshot = built.file_name(), built.at(base_url)
         text = dumps(snapshot.document()) + "\n"
         write_immutable(out_dir / name, text)
         write_latest(out_dir / "guardrails.json", text)  # the latest, as the API serves it
         published.leaderboard = snapshot
         published.files += [out_dir / name, out_dir / "guardrails.json"]
-        for run in runs:
-            if observes_all(run.search):
-                observations = from_receipts(run.receipts(), run.results)
-                published.effectiveness[run.guard.id] = effectiveness_record(observations, families)
+        for ev in evidence:
+            if ev.observations is not None:
+                published.effectiveness[ev.run.guard.id] = effectiveness_record(ev.observations, families)
         if plots:
             published.files += leaderboard_plots(snapshot, published.effectiveness, out_dir / name[:-5])
     if pairings_in:

@@ -189,3 +189,34 @@ EXPECTED: dict[str, str] = {
 
 def test_every_published_byte_is_what_it_was(documents):
     assert digests(documents) == EXPECTED
+
+
+def test_publish_computes_each_runs_coverage_once_and_reads_its_receipts_at_most_once(tmp_path, monkeypatch):
+    """A complete cheapest run's receipts are never read; a run with a missing prompt's, or an
+    exhaustive run's, once: for the reason and the observations together."""
+    from margin.reports.completeness import Coverage
+    from margin.runfolder import RunDir
+
+    lost = next(q for q in load_dataset("sample").prompts if q.label == "unsafe")
+    runs = {"hash": make_run(tmp_path / "hash", HashGuard(0.5, salt="p")),
+            "prob": make_run(tmp_path / "prob", FlakyGuard(ProbabilityGuard(), fail_every=0, drop_text=lost.text),
+                             search="exhaustive", attempts=1)}
+    reads: dict[str, int] = dict.fromkeys(runs.values(), 0)
+    computed: list[int] = []
+    receipts, of = RunDir.receipts, Coverage.of.__func__  # type: ignore[attr-defined]
+
+    def counted_receipts(self):
+        reads[self.path] += 1
+        return receipts(self)
+
+    def counted_of(cls, results, reason):
+        computed.append(len(results))
+        return of(cls, results, reason)
+
+    monkeypatch.setattr(RunDir, "receipts", counted_receipts)
+    monkeypatch.setattr(Coverage, "of", classmethod(counted_of))
+    published = publish(list(runs.values()), tmp_path / "pub", date=DAY, plots=False, min_coverage=0.9)
+    assert published.leaderboard is not None and list(published.effectiveness) == ["prob"]
+    assert published.leaderboard.record("prob").coverage.reason.startswith("prompt ")  # type: ignore[union-attr]
+    assert reads == {runs["hash"]: 0, runs["prob"]: 1}
+    assert len(computed) == len(runs)
