@@ -30,7 +30,7 @@ from margin.reports.completeness import (
 from margin.reports.documents import content_hash, pinned_url
 from margin.reports.effectiveness import effectiveness_record
 from margin.reports.observations import PromptObservations, from_receipts
-from margin.reports.pairings import load_pairings, mark_provisional, merge_pairings
+from margin.reports.pairings import Pairings, load_pairings, mark_provisional, merge_pairings
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, observes_all, protocol_for
 from margin.reports.snapshot import SnapshotEntry, build_snapshot, measured_on, snapshot_entry
 from margin.reports.snapshot_schema import Record, Snapshot
@@ -137,13 +137,14 @@ def run_evidence(run: RunDir) -> RunEvidence:
     return RunEvidence(run, Coverage.of(run.results, reason), observations)
 
 
-def check_coverage(runs: Sequence[RunEvidence], studies: Sequence[tuple[str, dict[str, Any]]],
+def check_coverage(runs: Sequence[RunEvidence], studies: Sequence[tuple[str, Pairings]],
                    min_coverage: float) -> None:
     """Refuse evidence below `min_coverage`, naming every such run and pair with its coverage."""
     short = [f"{ev.run.path}: {ev.coverage.describe()}" for ev in runs if not ev.coverage.meets(min_coverage)]
     for where, pairings in studies:
+        pairs = [pair.document() for pair in pairings.data]  # the pair rules still read a pair's JSON
         short += [f"{where}: {pair['guard_id']} x {pair['model_id']}: {pair_describe(pair_coverage_of(pair) or {})}"
-                  for pair in pairings["data"] if not pair_meets(pair, min_coverage)]
+                  for pair in pairs if not pair_meets(pair, min_coverage)]
     if short:
         below = "incomplete" if min_coverage >= 1 else f"below --min-coverage {100 * min_coverage:g}%"
         raise InputError(f"{below}, refusing to publish: " + " | ".join(short) + " (retry what is missing with "
@@ -205,7 +206,7 @@ def address(snapshot: dict[str, Any], kind: str, base_url: str | None) -> tuple[
 @dataclass
 class Published:
     leaderboard: Snapshot | None = None
-    pairings: dict[str, Any] | None = None
+    pairings: Pairings | None = None
     files: list[Path] = field(default_factory=list)
     effectiveness: dict[str, dict[str, Any]] = field(default_factory=dict)  # guard id -> record
 
@@ -257,14 +258,15 @@ def publish(paths: Sequence[Path], out_dir: Path, *, base_url: str | None = None
         if plots:
             published.files += leaderboard_plots(snapshot, published.effectiveness, out_dir / name[:-5])
     if pairings_in:
-        name, pairings = address(mark_provisional(merge_pairings(pairings_in, date)), "pairings", base_url)
-        text = dumps(pairings) + "\n"
+        merged = mark_provisional(merge_pairings(pairings_in, date))
+        name, pairings = merged.file_name(), merged.at(base_url)
+        text = dumps(pairings.document()) + "\n"
         write_immutable(out_dir / name, text)
         write_latest(out_dir / "pairings.json", text)
         published.pairings = pairings
         published.files += [out_dir / name, out_dir / "pairings.json"]
         if plots:
-            published.files += pairings_plots(pairings, out_dir / name[:-5])
+            published.files += pairings_plots(pairings.document(), out_dir / name[:-5])
     return published
 
 

@@ -25,7 +25,7 @@ from margin.judges.agreement import agreement
 from margin.judges.rules import RuleJudge
 from margin.judges.verdicts import JudgeVerdict
 from margin.reports.bootstrap import BootstrapSpec
-from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
+from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings
 from margin.runfolder import dumps
 from margin.runs.executing.guard_pool import is_remote
 from margin.runs.executing.session import CallSettings
@@ -255,9 +255,7 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls:
             second_judge["validation"] = plan.judges[1].validation
         judge["second"] = second_judge
         judge["inter_judge"] = inter_judge(plan, calls)
-    pairings = build_pairings(pairs, judge=judge, guards=[g.record() for g in plan.guards],
-                              models=[m.metadata for m in plan.models], thresholds=plan.thresholds, date=date)
-    pairings["meta"]["study"] = {
+    study = {
         "protocol": PROTOCOL,
         "name": plan.config.name,
         "dataset": {"name": plan.dataset.name, "sha256": plan.dataset.sha256},
@@ -280,7 +278,9 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, Verdicts], calls:
                                  "level": spec.level},
         "config_sha256": plan.source.sha256,
     }
-    pairings = validate_pairings(pairings, out_dir / "pairings.json")
+    pairings = build_pairings(pairs, judge=judge, guards=[g.record() for g in plan.guards],
+                              models=[m.metadata for m in plan.models], thresholds=plan.thresholds, date=date,
+                              study=study).document()  # built and checked through the one pairings model
     atomic_write_text(out_dir / "pairings.json", dumps(pairings) + "\n")
     files = [out_dir / "pairings.json", *write_cases(plan, out_dir, verdicts, calls)]
     files += write_plots(pairings, out_dir)

@@ -71,7 +71,7 @@ def pairings_document(coverage: bool) -> dict:
         pairs.append(PairOutcome("mini", "big", (TransformationOutcome("zwsp", 0.97, 0.02, 0.5),),
                                  pair_coverage({"guard_verdicts": 48, "responses": 48, "judge_outputs": 48}, {}, None)))
     return build_pairings(pairs, judge={"model": "judge-1", "rubric_sha256": "abc"}, guards=guards,
-                          models=models, date=DAY)
+                          models=models, date=DAY).document()
 
 
 def written(root: Path) -> dict[str, str]:
@@ -197,6 +197,7 @@ def test_publish_computes_each_runs_coverage_once_and_reads_its_receipts_at_most
     from margin.reports.completeness import Coverage
     from margin.runfolder import RunDir
 
+    monkeypatch.setenv("MARGIN_CACHE_DIR", str(tmp_path / "cache"))  # the dropped text is asked, never cached
     lost = next(q for q in load_dataset("sample").prompts if q.label == "unsafe")
     runs = {"hash": make_run(tmp_path / "hash", HashGuard(0.5, salt="p")),
             "prob": make_run(tmp_path / "prob", FlakyGuard(ProbabilityGuard(), fail_every=0, drop_text=lost.text),
