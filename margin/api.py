@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from margin.guards.base import Guard
     from margin.guards.spec import GuardSpec
     from margin.runs.recording.outputs import RunOutcome
-    from margin.studies.runner import StudyOutcome
+    from margin.studies.results import StudyOutcome
     from margin.types import GuardInfo
 
 FIGURES = HEADLINE_FIGURES

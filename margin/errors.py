@@ -55,6 +55,13 @@ class TransportError(Exception):
         return self.status in (429, 503)
 
 
+class UnanswerableInput(Exception):
+    """One input a local model can never answer as it is: longer than its window or its
+    context (margin never truncates). A guard returns it in place of that text's verdict: the
+    text has no output, and since another attempt cannot change that, the engine tries it
+    once and records it missing with this reason, rather than retrying it to the limit."""
+
+
 class CoverageError(Exception):
     """Too many prompts or outputs ended missing (past `--max-missing` or `runtime.max_missing`):
     a run's or a study's outputs are written, but the command failed (exit 1)."""

@@ -55,7 +55,8 @@ class Prompt:
     costs count. `history` holds the turns before it (none for a plain XSTest prompt),
     `target` says which turn `text` is, `policy` and `context` are the case's policy text and
     frozen evidence ("" for none). `extra` keeps any further columns (tags) as sorted
-    (name, value) pairs."""
+    (name, value) pairs, and a case with a policy has the `policy` tag naming it (its id, or a
+    digest of its text: datasets.cases.policy_name)."""
 
     id: str
     text: str

@@ -25,13 +25,13 @@ from margin.backends import prefix as shared
 from margin.backends.generation import Generation, GuardRequest, Step
 from margin.backends.gguf import is_gguf, location
 from margin.backends.lengths import length_chunks
-from margin.errors import InputError
+from margin.errors import InputError, UnanswerableInput
 
 log = logging.getLogger(__name__)
 
 
-class ContextLengthError(ValueError):
-    """An input longer than the model's context: margin never truncates."""
+class ContextLengthError(UnanswerableInput, ValueError):
+    """An input longer than the model's context: margin never truncates, nor retries it."""
 
 
 class _OneByOne(Exception):

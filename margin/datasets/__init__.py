@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from margin.datasets.cases import CASE_COLUMNS, Policies, case_parts, read_policies
+from margin.datasets.cases import CASE_COLUMNS, POLICY_TAG, Policies, case_parts, read_policies
 from margin.datasets.completions import is_completions, read_labels, response_cases
 from margin.errors import InputError
 from margin.types import TARGETS, Label, Prompt, Target
@@ -304,7 +304,8 @@ def _validate(
                 type=_field(row, "type", path, line),
                 focus=_field(row, "focus", path, line),
                 note=_field(row, "note", path, line),
-                extra=tuple((c, _field(row, c, path, line)) for c in extra_columns),
+                extra=tuple(sorted([*((c, _field(row, c, path, line)) for c in extra_columns),
+                                    *([(POLICY_TAG, case.policy_name)] if case.policy_name else [])])),
                 history=case.history, target=case.target, policy=case.policy, context=case.context,
             )
         )

@@ -20,6 +20,9 @@ from margin.util.yamlfile import parse_yaml
 
 #: The columns of the case schema; none of them is a slice tag.
 CASE_COLUMNS = ("messages", "target", "policy", "context")
+#: The tag a case with a policy carries, naming it (`policy_name`): results, slices and exports
+#: read the policy axis from it; a case without a policy carries none, so XSTest's stay as they are.
+POLICY_TAG = "policy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,7 @@ class CaseParts:
     target: Target
     policy: str
     context: str
+    policy_name: str = ""  # what slices and exports call the policy ("" for none): `policy_name`
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,15 @@ def read_policies(path: str | Path) -> Policies:
             raise InputError(f"policy {key!r} needs a non-empty text", path=file, line=lines.get(str(key)),
                              field=str(key))
     return Policies(file.name, str(file), sha256_bytes(data), dict(loaded))
+
+
+def policy_name(cell: str, policies: Policies | None) -> str:
+    """The name a case's policy goes by in slices and exports: its id in the `--policies` file,
+    or, for a policy text written in the case, `sha256:` and the first 12 hex digits of the
+    text's SHA-256 (short, stable, and the same for the same text in any file)."""
+    if not cell:
+        return ""
+    return cell if policies is not None else f"sha256:{sha256_text(cell)[:12]}"
 
 
 def _a(role: str) -> str:
@@ -155,13 +168,13 @@ def case_parts(row: Mapping[str, object], prompt: str, run_target: Target, path:
                              f"{ends}",
                              path=path, line=line, field="messages")
         text, history = turns[-1].content, turns[:-1]
-    policy = _text(row, "policy", path, line)
+    policy = cell = _text(row, "policy", path, line)
     if policy and policies is not None:
         if policy not in policies.texts:
             raise InputError(f"unknown policy id {policy!r}; {policies.source} has {', '.join(sorted(policies.texts))}",
                              path=path, line=line, field="policy")
         policy = policies.texts[policy]
-    return CaseParts(text, history, target, policy, _text(row, "context", path, line))
+    return CaseParts(text, history, target, policy, _text(row, "context", path, line), policy_name(cell, policies))
 
 
 #: What a guard request is keyed by: a text, or a whole case (`Exchange`).

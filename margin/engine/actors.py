@@ -53,6 +53,7 @@ class Reply:
     outputs: list[Any]
     errors: list[str | None]
     batch: BatchReport
+    retry: list[bool]  # per request: whether another attempt could give it an output
 
 
 class PoolActor:
@@ -80,7 +81,8 @@ class PoolActor:
         start = 0
         for requests in calls:
             end = start + len(requests)
-            replies.append(Reply(result.outputs[start:end], result.errors[start:end], report))
+            replies.append(Reply(result.outputs[start:end], result.errors[start:end], report,
+                                 [result.retry_at(i) for i in range(start, end)]))
             start = end
         return replies
 
@@ -322,8 +324,9 @@ class ActorPool(Pool):
             self.figures.call_s += report.seconds
             self.on_call(report.size, self.figures.capacity, report.seconds)
         per = report.seconds / max(report.size, 1)
-        book.deliver(Outcome(t.key, t.attempt, out, per, err)
-                     for t, out, err in zip(flight.tickets, reply.outputs, reply.errors, strict=True))
+        book.deliver(Outcome(t.key, t.attempt, out, per, err, retry=retry)
+                     for t, out, err, retry in zip(flight.tickets, reply.outputs, reply.errors, reply.retry,
+                                                   strict=True))
 
     def _expire(self, book: Book, now: float) -> None:
         """A call that has been its actor's work for longer than the timeout is a hang."""

@@ -18,14 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from margin.errors import TransportError
+from margin.errors import TransportError, UnanswerableInput
 
 
 class BatchCaller(Protocol):
     max_batch_size: int
 
     def call(self, requests: list[Any]) -> Sequence[Any]:
-        """One item per request: its output, None (no output) or the Exception that kept it."""
+        """One item per request: its output, None (no output) or the Exception that kept it
+        (`margin.errors.UnanswerableInput`: one no retry can change)."""
         ...
 
     def close(self) -> None: ...
@@ -53,6 +54,13 @@ class CallResult:
     retry_after_s: float | None = None
     retry: bool = True
     reached: bool = True  # False: the request never reached the server (not tried)
+    # per request, True where no retry can change its missing output (an input over the
+    # model's window); empty when none is
+    lasting: tuple[bool, ...] = ()
+
+    def retry_at(self, index: int) -> bool:
+        """Whether another attempt could give request `index` an output."""
+        return not (self.lasting and self.lasting[index])
 
     @property
     def overload(self) -> bool:
@@ -75,7 +83,8 @@ def _per_request(outputs: Sequence[Any], n: int, started: float) -> CallResult:
         else:
             values.append(item)
             errors.append(None if item is not None else "no output")
-    return CallResult(values, errors, time.perf_counter() - started)
+    lasting = tuple(isinstance(item, UnanswerableInput) for item in outputs)
+    return CallResult(values, errors, time.perf_counter() - started, lasting=lasting if any(lasting) else ())
 
 
 def call_batch(caller: BatchCaller, requests: Sequence[Any]) -> CallResult:

@@ -74,8 +74,8 @@ class LocalPool(Pool):
         self.running = None
         result = future.result()
         per = result.seconds / len(tickets)
-        book.deliver(Outcome(t.key, t.attempt, out, per, err)
-                     for t, out, err in zip(tickets, result.outputs, result.errors, strict=True))
+        book.deliver(Outcome(t.key, t.attempt, out, per, err, retry=result.retry_at(i))
+                     for i, (t, out, err) in enumerate(zip(tickets, result.outputs, result.errors, strict=True)))
         self.figures.calls += 1
         self.figures.requests += len(tickets)
         self.figures.call_s += result.seconds

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from margin.errors import UnanswerableInput
 from margin.guards.shapes import PROMPT_ONLY, Shapes
 from margin.types import GuardInfo, Verdict
 
 #: A guard's own label where it only has a probability (a classifier, minilm): even odds.
 EVEN_ODDS = 0.5
+
+log = logging.getLogger(__name__)
+
+
+def over_window(tokens: int, window: int) -> UnanswerableInput:
+    """What a local classifier returns for a text longer than its window: no output, never a
+    truncation, and no retry (the same text is as long the next time)."""
+    log.warning("input is %d tokens, over the %d-token window (never truncated)", tokens, window)
+    return UnanswerableInput(f"input is {tokens} tokens, over the {window}-token window (never truncated)")
 
 
 def apply_threshold(verdict: Verdict, threshold: float | None) -> Verdict:
@@ -26,9 +37,11 @@ class Guard(ABC):
     """Classify a batch of texts.
 
     `classify` returns one item per text: a Verdict for a completed output (`invalid` when
-    the output has no classification), or None when that text produced no output (timeout,
-    HTTP 5xx, crash). Raising means the whole batch produced no output. Either way the
-    engine retries, then records the call as missing: never as a verdict.
+    the output has no classification), or None or the Exception that kept it when that text
+    produced no output (timeout, HTTP 5xx, crash). Raising means the whole batch produced no
+    output. Either way the engine retries, then records the call as missing: never as a
+    verdict. A `margin.errors.UnanswerableInput` (a text over the model's window) is not
+    retried: it is missing after one attempt, with its reason.
     """
 
     #: The most texts one `classify` call should receive.
@@ -54,7 +67,7 @@ class Guard(ABC):
         self._info = info
 
     @abstractmethod
-    def classify(self, texts: Sequence[str]) -> list[Verdict | None]: ...
+    def classify(self, texts: Sequence[str]) -> Sequence[Verdict | Exception | None]: ...
 
     async def aclassify(self, texts: Sequence[str]) -> list[Verdict]:
         """Remote guards: one attempt at one request. A verdict per text (`invalid` for an

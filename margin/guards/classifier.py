@@ -6,15 +6,13 @@ and an error. Batches are padded; p_unsafe is the attack class's softmax probabi
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
+from margin.errors import UnanswerableInput
 from margin.guards.adapters.sequence_classifier import SequenceClassifier
-from margin.guards.base import Guard, apply_threshold
+from margin.guards.base import Guard, apply_threshold, over_window
 from margin.types import GuardInfo, Verdict
-
-log = logging.getLogger(__name__)
 
 
 class ClassifierGuard(Guard):
@@ -42,18 +40,17 @@ class ClassifierGuard(Guard):
     def info(self) -> GuardInfo:
         return self._info
 
-    def classify(self, texts: Sequence[str]) -> list[Verdict | None]:
+    def classify(self, texts: Sequence[str]) -> list[Verdict | UnanswerableInput | None]:
         torch = self.torch
         encoded = [self.tokenizer(t, truncation=False)["input_ids"] for t in texts]
         fits = [i for i, ids in enumerate(encoded) if len(ids) <= self.context]
-        for i in set(range(len(texts))) - set(fits):
-            log.warning("input is %d tokens, over the %d-token window (never truncated)", len(encoded[i]), self.context)
+        verdicts: list[Verdict | UnanswerableInput | None] = [
+            None if len(ids) <= self.context else over_window(len(ids), self.context) for ids in encoded]
         if not fits:
-            raise ValueError(f"every input is over the {self.context}-token window (never truncated)")
+            return verdicts
         batch = self.tokenizer.pad({"input_ids": [encoded[i] for i in fits]}, return_tensors="pt")
         with torch.inference_mode():
             logits = self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits.float().cpu()
-        verdicts: list[Verdict | None] = [None] * len(texts)
         for row, i in enumerate(fits):
             verdicts[i] = apply_threshold(self.adapter.verdict(logits[row].tolist(), self.index), self._info.threshold)
         return verdicts

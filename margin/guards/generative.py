@@ -16,6 +16,7 @@ from typing import Protocol
 
 from margin.backends.generation import Generation, GuardRequest
 from margin.backends.secrets import redact
+from margin.errors import UnanswerableInput
 from margin.guards.adapters.base import Adapter
 from margin.guards.base import Guard, apply_threshold
 from margin.types import Exchange, GuardInfo, Verdict
@@ -75,7 +76,7 @@ class GenerativeGuard(Guard):
     def info(self) -> GuardInfo:
         return self._info
 
-    def classify(self, texts: Sequence[str]) -> list[Verdict | None]:
+    def classify(self, texts: Sequence[str]) -> list[Verdict | UnanswerableInput | None]:
         requests: list[GuardRequest] = []
         spans: list[tuple[int, int]] = []
         for text in texts:
@@ -85,14 +86,15 @@ class GenerativeGuard(Guard):
         outputs = self.backend.generate(requests)
         if len(outputs) != len(requests):
             raise RuntimeError(f"backend returned {len(outputs)} outputs for {len(requests)} requests")
-        verdicts: list[Verdict | None] = []
+        verdicts: list[Verdict | UnanswerableInput | None] = []
         errors: list[Exception] = []
         for text, (start, end) in zip(texts, spans, strict=True):
             mine = outputs[start:end]
             failed = [o for o in mine if isinstance(o, Exception)]
             if failed:
                 errors.extend(failed)
-                verdicts.append(None)
+                # an input over the context stays so: the engine tries it once, with its reason
+                verdicts.append(next((e for e in failed if isinstance(e, UnanswerableInput)), None))
                 continue
             verdicts.append(self._verdict(text, [o for o in mine if isinstance(o, Generation)]))
         if errors and all(v is None for v in verdicts):

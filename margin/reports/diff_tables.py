@@ -9,6 +9,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from margin.reports.diff import target_of
 from margin.reports.tables import HEADLINE, fmt, with_ci
 from margin.util.display import make_visible
 
@@ -26,7 +27,8 @@ def change(row: Mapping[str, Any]) -> str:
 
 def figures_table(document: Mapping[str, Any]) -> Table:
     a, b = document["a"], document["b"]
-    table = Table(title=f"B − A: {b['guard_id']} vs {a['guard_id']} (* the 95% interval leaves out 0)")
+    table = Table(title=f"B − A: {b['guard_id']} vs {a['guard_id']}, {target_of(document)} target "
+                        "(* the 95% interval leaves out 0)")
     for column in ("figure", f"A {a['source']}", f"B {b['source']}", "B − A [95% CI]"):
         table.add_column(column, justify="left" if column == "figure" else "right")
     for name, label in HEADLINE:

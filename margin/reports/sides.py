@@ -2,8 +2,10 @@
 results, or a snapshot file, with its figures only; and the rule for which two sides may be
 compared at all.
 
-Two sides compare only when they measured the same thing: the same protocol, dataset bytes,
-suite bytes, budget, cost norm and prompts. The guard, its defence, the search (cheapest and
+Two sides compare only when they measured the same thing: the same target turn, protocol,
+dataset bytes, suite bytes, budget, cost norm and prompts. A prompt run and a response run are
+refused outright: each run's costs are per 100 characters of its own target texts, so their
+margins are on different scales. The guard, its defence, the search (cheapest and
 exhaustive give the same c_i) and the seed may differ: they are what a comparison is for.
 """
 
@@ -22,7 +24,7 @@ from margin.runfolder import RunDir, load_run, read_json
 from margin.types import SearchResult
 
 #: What two sides must share, in the order a refusal names them.
-TERMS = ("protocol", "dataset", "suite", "budget", "cost_norm", "prompts")
+TERMS = ("target", "protocol", "dataset", "suite", "budget", "cost_norm", "prompts")
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,8 @@ def run_side(path: Path, spec: BootstrapSpec | None = None) -> Side:
     entry = snapshot_entry(run.guard, run.results, run.budget,
                            {"search": run.search, "seed": run.record.seed}, spec)
     rec = run.record
-    terms = {"protocol": rec.protocol or protocol_for(rec.search), "dataset": _named(rec.dataset.name, rec.dataset.sha256),
+    terms = {"target": rec.target or "prompt", "protocol": rec.protocol or protocol_for(rec.search),
+             "dataset": _named(rec.dataset.name, rec.dataset.sha256),
              "suite": _named(rec.suite.name, rec.suite.sha256), "budget": float(rec.budget),
              "cost_norm": rec.cost_norm, "prompts": len(run.results)}
     return Side(str(path), record(entry, 1), terms, list(run.results), run)
@@ -76,7 +79,8 @@ def snapshot_side(path: Path, guard_id: str | None = None) -> Side:
         records = chosen
     provenance: Provenance = snapshot.meta.provenance
     prompts = getattr(provenance, "prompts", None)
-    terms = {"protocol": snapshot.meta.protocol, "dataset": _named(provenance.dataset.name, provenance.dataset.sha256),
+    terms = {"target": getattr(provenance, "target", None) or "prompt", "protocol": snapshot.meta.protocol,
+             "dataset": _named(provenance.dataset.name, provenance.dataset.sha256),
              "suite": _named(provenance.suite.name, provenance.suite.sha256), "budget": float(provenance.budget),
              "cost_norm": provenance.cost_norm if "cost_norm" in provenance.model_fields_set else "corpus", "prompts": None if prompts is None else int(prompts)}
     return Side(str(path), records[0], terms)
@@ -97,6 +101,10 @@ def require_comparable(a: Side, b: Side) -> None:
         left, right = a.terms.get(term), b.terms.get(term)
         if term == "prompts" and (left is None or right is None):
             continue  # an older snapshot may not count its prompts
+        if term == "target" and left != right:
+            raise InputError(f"cannot compare {a.source} (target: {left}) with {b.source} (target: {right}): a run's "
+                             "costs are per 100 characters of its own target turns, so a prompt run's margins and "
+                             "a response run's are on different scales; compare runs of one target")
         if left != right:
             raise InputError(f"cannot compare {a.source} with {b.source}: different {term.replace('_', ' ')} "
                              f"({left} vs {right})")

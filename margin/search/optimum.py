@@ -22,6 +22,7 @@ from margin.guards.base import Guard
 from margin.search.approx import word_placements
 from margin.search.edits import Op, apply_ops
 from margin.transforms.registry import get_transform
+from margin.types import Verdict
 
 Region = tuple[int, int]  # half-open [start, end) of code points
 
@@ -76,7 +77,7 @@ def unsafe_optimum(guard: Guard, text: str, cost_model: CostModel,
         return Optimum(bound, False, None, None)
     witness = apply_ops(text, ops, 0)
     verdict = guard.classify([witness])[0]
-    if verdict is None or verdict.label != "safe":
+    if not isinstance(verdict, Verdict) or verdict.label != "safe":
         return Optimum(bound, False, None, None)
     return Optimum(bound, True, cost_model.cost(text, witness), witness)
 
@@ -117,6 +118,6 @@ def safe_optimum(guard: Guard, text: str, cost_model: CostModel) -> Optimum:
             break
         witness = placement.apply(text)
         verdict = guard.classify([witness])[0]
-        if verdict is not None and verdict.label == "unsafe":
+        if isinstance(verdict, Verdict) and verdict.label == "unsafe":
             return Optimum(least, True, cost_model.cost(text, witness), witness)
     return Optimum(least, False, None, None)

@@ -36,16 +36,34 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class GuardEntry(BaseModel):
-    """A guard as `margin run --guard` takes it, plus display metadata for the pairings.
-
-    `guard` is a preset, `keyword`, `minilm`, `python:FILE.py:Class` or a guard YAML file;
-    the other keys of a guard file (id, backend, model, base_url, threshold, options, ...)
-    may be given here too. A plain string is `{guard: STRING}`."""
+class OutputGuardEntry(BaseModel):
+    """An output guard: a guard as `margin run --guard` takes it (a string is `{guard: STRING}`,
+    with any guard-file key beside it). It judges each protected model's response, as a
+    response case: the prompt the model was sent, then its response."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
     guard: str = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain(cls, value: Any) -> Any:
+        return {"guard": value} if isinstance(value, str) else value
+
+
+class GuardEntry(BaseModel):
+    """One guard stack: an input guard, an output guard, or both, plus display metadata.
+
+    `guard` (the input guard, judging the prompt; a config without `output_guard` names only
+    it, as every config did before output guards) is a preset, `keyword`, `minilm`,
+    `python:FILE.py:Class` or a guard YAML file; the other keys of a guard file (id, backend,
+    model, base_url, threshold, options, ...) may be given here too and go with it.
+    `output_guard` judges the protected model's response. A plain string is `{guard: STRING}`."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    guard: str | None = Field(default=None, min_length=1)
+    output_guard: OutputGuardEntry | None = None
     name: str | None = None
     creator: str | None = None
 
@@ -53,6 +71,15 @@ class GuardEntry(BaseModel):
     @classmethod
     def _plain(cls, value: Any) -> Any:
         return {"guard": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _a_layer(self) -> GuardEntry:
+        if self.guard is None and self.output_guard is None:
+            raise ValueError("give `guard` (the input guard), `output_guard`, or both")
+        if self.guard is None and self.model_extra:
+            raise ValueError(f"`{next(iter(self.model_extra))}` is a key of the input guard, which this entry "
+                             "does not name: give `guard`, or put it under `output_guard`")
+        return self
 
 
 class ProtectedModel(ModelSpec):

@@ -5,25 +5,23 @@ never draws it as "none found", and `margin publish` refuses it unless told othe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from margin.reports.completeness import pair_coverage
-from margin.runfolder import read_jsonl
 from margin.studies.plan import StudyPlan
+from margin.studies.rates import Layer
 from margin.studies.responses import ResponseOutcome
-from margin.studies.verdicts import Verdicts
-
-
-def _lines(path: Path) -> Iterable[Mapping[str, Any]]:
-    return read_jsonl(path) if path.is_file() else ()
+from margin.studies.stacks import GuardPlan
+from margin.studies.verdicts import StackVerdicts, guard_error, receipt_lines
+from margin.types import Verdict
 
 
 def call_errors(path: Path) -> dict[tuple[str, str], str]:
     """(role, protected model) -> the first error recorded in `calls.jsonl` for a request that
     never got an output (role `response` or `judgement`)."""
-    lines = [line for line in _lines(path) if line.get("kind") == "call"]
+    lines = [line for line in receipt_lines(path) if line.get("kind") == "call"]
     answered = {line.get("key") for line in lines if line.get("output") is not None}
     first: dict[tuple[str, str], str] = {}
     for line in lines:
@@ -32,35 +30,33 @@ def call_errors(path: Path) -> dict[tuple[str, str], str]:
     return first
 
 
-def guard_error(path: Path) -> str | None:
-    """The first error in a guard's receipts for a candidate that never got a verdict."""
-    lines = [line for line in _lines(path) if line.get("kind") == "call"]
-
-    def key(line: Mapping[str, Any]) -> tuple[Any, ...]:
-        return (line.get("prompt_id"), line.get("transform"), line.get("strength"), line.get("seed"))
-
-    answered = {key(line) for line in lines if line.get("verdict") is not None}
-    return next((str(line["error"]) for line in lines if key(line) not in answered and line.get("error")), None)
-
-
-def pair_coverages(plan: StudyPlan, verdicts: Mapping[str, Verdicts], calls: ResponseOutcome,
-                   calls_path: Path, guard_receipts: Mapping[str, Path]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(guard id, model id) -> the pair's coverage record (completeness.pair_coverage)."""
+def pair_coverages(plan: StudyPlan, verdicts: Mapping[str, StackVerdicts], calls: ResponseOutcome,
+                   calls_path: Path, guard_receipts: Mapping[tuple[str, Layer], Path]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(guard stack id, model id) -> the pair's coverage record (completeness.pair_coverage);
+    its guard verdicts are the input guard's and the output guard's on that model's responses.
+    `guard_receipts`: (guard id, layer) -> the receipts that guard's verdicts are in."""
     errors = call_errors(calls_path)
     out = {}
-    for guard in plan.guards:
-        per = verdicts[guard.id]
-        guard_missing = sum(v is None for v in per.values())
-        guard_reason = f"guard {guard.id}: {guard_error(guard_receipts[guard.id]) or 'no verdict'}"
+    for stack in plan.guards:
+        said = verdicts[stack.id]
+        inputs = list(said.inputs.values()) if said.inputs is not None else []
         for model in plan.models:
-            responses = [v for (m, _, _), v in calls.responses.items() if m == model.id]
-            judged = [v for (_, m, _, _), v in calls.judgements.items() if m == model.id]
-            asked = {"guard_verdicts": len(per), "responses": len(responses), "judge_outputs": len(judged)}
+            outputs = ([v for key, v in said.outputs.items() if key.model == model.id]
+                       if said.outputs is not None else [])
+            guard_missing = sum(v is None for v in [*inputs, *outputs])
+            layers: tuple[tuple[GuardPlan | None, Layer, list[Verdict | None]], ...] = (
+                (stack.input, "input_guard", inputs), (stack.output, "output_guard", outputs))
+            guard_reason = next((f"guard {g.id}: {guard_error(guard_receipts[(g.id, layer)]) or 'no verdict'}"
+                                 for g, layer, per in layers if g is not None and any(v is None for v in per)), None)
+            responses = [v for key, v in calls.responses.items() if key.model == model.id]
+            judged = [v for key, v in calls.judgements.items() if key.model == model.id]
+            asked = {"guard_verdicts": len(inputs) + len(outputs), "responses": len(responses),
+                     "judge_outputs": len(judged)}
             missing = {"guard_verdicts": guard_missing, "responses": sum(r is None for r in responses),
                        "judge_outputs": sum(j is None for j in judged)}
-            reasons = ([guard_reason] if guard_missing else []) + [
+            reasons = ([guard_reason] if guard_reason else []) + [
                 f"{what} {model.id}: {errors.get((role, model.id), 'no output')}"
                 for role, what, kind in (("response", "model", "responses"), ("judgement", "judge of", "judge_outputs"))
                 if missing[kind]]
-            out[(guard.id, model.id)] = pair_coverage(asked, missing, reasons[0] if reasons else None)
+            out[(stack.id, model.id)] = pair_coverage(asked, missing, reasons[0] if reasons else None)
     return out

@@ -19,14 +19,14 @@ from typing import Any
 from margin.cost import CostModel
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
-from margin.guards.make import describe_guard, parse_guard
+from margin.guards.make import describe_guard, guard_shapes, parse_guard
 from margin.guards.serving import served_spec
 from margin.guards.spec import GuardSpec, as_field
 from margin.judges.llm import LLMJudge
 from margin.judges.rules import RuleJudge
 from margin.judges.template import builtin_templates, load_template
 from margin.reports.pairings import PROTOCOL, Thresholds
-from margin.runrecord import LimitSample, Named, info_record
+from margin.runrecord import LimitSample, Named
 from margin.runs.preparing.subset import limit_prompts, limit_record
 from margin.studies.config import (
     JudgeConfig,
@@ -39,9 +39,10 @@ from margin.studies.config import (
 )
 from margin.studies.models import ModelSpec, identity_key, model_identity
 from margin.studies.record import StudyRecord, TransformationEntry
+from margin.studies.stacks import GuardPlan, StackPlan
 from margin.transforms.registry import get_transform, registry
 from margin.transforms.suites import EACH_WORD, builtin_suites, load_suite
-from margin.types import GuardInfo, Prompt
+from margin.types import Prompt
 from margin.util.hashing import canonical_json
 from margin.util.suggest import did_you_mean
 
@@ -59,23 +60,6 @@ class Transformation:
 
     def apply(self, text: str, seed: int) -> str:
         return get_transform(self.transform).apply(text, self.strength, seed)
-
-
-@dataclass(frozen=True)
-class GuardPlan:
-    spec: GuardSpec
-    info: GuardInfo
-    name: str
-    creator: str | None
-
-    @property
-    def id(self) -> str:
-        return self.info.id
-
-    def record(self) -> dict[str, Any]:
-        """The guard as the pairings' meta.guards lists it."""
-        info = info_record(self.info)
-        return {"id": self.id, "name": self.name, "creator": self.creator, **{k: v for k, v in info.items() if k != "id"}}
 
 
 @dataclass(frozen=True)
@@ -114,7 +98,7 @@ class StudyPlan:
     dataset: Dataset
     prompts: tuple[Prompt, ...]
     transformations: tuple[Transformation, ...]
-    guards: tuple[GuardPlan, ...]
+    guards: tuple[StackPlan, ...]  # the `guards:` entries, each a stack of one or two guards
     models: tuple[ModelPlan, ...]
     judges: tuple[JudgePlan, ...]  # the judge, then the second judge if any
     thresholds: Thresholds
@@ -271,12 +255,30 @@ def _transformations(config: StudyConfig, source: Source) -> tuple[Transformatio
 
 
 def _guard(config: StudyConfig, source: Source, index: int,
-           on_guard: Callable[[GuardSpec], None] | None, servers: bool = True) -> GuardPlan:
+           on_guard: Callable[[GuardSpec], None] | None, servers: bool = True) -> StackPlan:
+    """The `guards[index]` stack: its input guard (`guard:` and the guard-file keys beside it)
+    and its output guard (`output_guard:`), each checked as `margin run --guard` checks one."""
     entry = config.guards[index]
     loc: Loc = ("guards", index)
-    fields = dict(entry.model_extra or {})
+    first = None
+    if entry.guard is not None:
+        first = _one_guard(entry.guard, dict(entry.model_extra or {}), source, loc, on_guard, servers)
+    second = None
+    if entry.output_guard is not None:
+        out = entry.output_guard
+        second = _one_guard(out.guard, dict(out.model_extra or {}), source, (*loc, "output_guard"), on_guard,
+                            servers)
+        if "response" not in second.shapes.targets:
+            raise source.error(f"guard {second.id} judges {' and '.join(second.shapes.targets)} targets only, so it "
+                               "cannot judge a model's response: pick an output guard that takes responses (margin "
+                               "guards list shows each guard's shapes)", (*loc, "output_guard"))
+    return StackPlan(first, second, entry.name, entry.creator)
+
+
+def _one_guard(name: str, fields: dict[str, Any], source: Source, loc: Loc,
+               on_guard: Callable[[GuardSpec], None] | None, servers: bool) -> GuardPlan:
     try:
-        spec = parse_guard(entry.guard, fields, source.folder)
+        spec = parse_guard(name, fields, source.folder)
     except InputError as exc:
         if exc.path is not None:
             raise  # an error inside a guard file names that file's line
@@ -291,8 +293,7 @@ def _guard(config: StudyConfig, source: Source, index: int,
             spec = served_spec(spec)
         except InputError as exc:
             raise source.error(exc.message, loc) from None
-    info = describe_guard(spec)
-    return GuardPlan(spec, info, entry.name or info.id, entry.creator)
+    return GuardPlan(spec, describe_guard(spec), guard_shapes(spec))
 
 
 def _protected(config: StudyConfig, source: Source, index: int) -> ModelPlan:

@@ -35,13 +35,30 @@ def pairs_table(pairings: dict[str, Any]) -> Table:
     return table
 
 
+#: how the table names each layer that may stop an attempt (`margin.studies.rates.LAYERS`)
+LAYER_NAMES = {"input_guard": "input guard", "output_guard": "output guard", "judge": "judge", "none": "none (bypass)"}
+
+
+def stopped_by(layers: dict[str, Any]) -> str:
+    """Which layer stopped the attempts: `input guard 4, judge 2 of 6`; layers that stopped none
+    left out."""
+    parts = [f"{LAYER_NAMES[layer]} {n}" for layer, n in layers["stopped_by"].items() if n]
+    if layers["missing"]:
+        parts.append(f"missing {layers['missing']}")
+    return f"{', '.join(parts) or '—'} of {layers['attempts']}"
+
+
 def evidence_tables(pairings: dict[str, Any]) -> list[Table]:
-    """Per pair: rates in % with 95% Wilson intervals, qualification and coverage."""
+    """Per pair: rates in % with 95% Wilson intervals, qualification and coverage; for a guard
+    stack with an output guard, which layer stopped the attempts."""
     second = pairings["meta"]["judge"].get("second") is not None
     tables = []
     for pair in pairings["data"]:
         table = Table(title=f"{pair['guard_id']} × {pair['model_id']}: rates in % (95% interval)")
         columns = ["transformation", "evasion", "regression", "preservation", "qualifies", "unparseable", "missing"]
+        stacked = any("layers" in row for row in pair["transformations"])
+        if stacked:
+            columns.append("stopped by (attempts)")
         if second:
             columns[5:5] = ["2nd judge", "agree"]
         for column in columns:
@@ -54,6 +71,8 @@ def evidence_tables(pairings: dict[str, Any]) -> list[Table]:
                      _rate(row["regression"], ci["regression"], defined["regression"]),
                      _rate(row["preservation"], ci["preservation"], defined["preservation"]),
                      "[red]yes[/red]" if row["qualifies"] else "no", str(counts["unparseable"]), str(missing)]
+            if stacked:
+                cells.append(stopped_by(row["layers"]))
             if second:
                 s = row["second_judge"]
                 cells[5:5] = [_rate(s["preservation"], None), _rate(s["agreement"], None)]

@@ -9,7 +9,9 @@ import json
 
 import pytest
 
+from margin.errors import UnanswerableInput
 from margin.guards.make import build_guard, describe_guard, parse_guard_spec
+from margin.types import Verdict
 from tests.support.cli import margin
 from tests.support.tiny_models import build_tiny_classifier, build_tiny_llama
 
@@ -81,9 +83,11 @@ def test_input_longer_than_the_context_is_an_error_never_truncated(short_llama):
     guard = tiny_guard("llama-guard-3-8b", short_llama)
     long_text = "word " * 400
     verdicts = guard.classify(["short question", long_text])
-    assert verdicts[0] is not None and verdicts[1] is None
-    with pytest.raises(RuntimeError, match="never truncated"):
-        guard.classify([long_text])
+    assert isinstance(verdicts[0], Verdict)
+    # no output, with its reason, and marked so that the engine does not retry it
+    assert isinstance(verdicts[1], UnanswerableInput) and "never truncated" in str(verdicts[1])
+    (alone,) = guard.classify([long_text])
+    assert isinstance(alone, UnanswerableInput)
 
 
 @pytest.mark.parametrize(("preset", "labels"), [("prompt-guard-2-86m", ("LABEL_0", "LABEL_1")),
@@ -93,7 +97,8 @@ def test_sequence_classifiers_on_a_tiny_model(tmp_path, preset, labels):
     guard = tiny_guard(preset, path)
     verdicts = guard.classify([*TEXTS, "x " * 600])
     assert all(v is not None and v.label in ("safe", "unsafe") and 0 <= v.p_unsafe <= 1 for v in verdicts[:3])
-    assert verdicts[3] is None  # over the 512-token window: no output, never truncated
+    # over the 512-token window: no output, never truncated, not retried
+    assert isinstance(verdicts[3], UnanswerableInput) and "512-token window" in str(verdicts[3])
     assert any("not harm" in c for c in guard.info.caveats)
 
 

@@ -45,7 +45,8 @@ def test_a_conversation_in_jsonl_judges_its_last_assistant_turn(tmp_path):
     case = load_dataset(str(path), "response").prompts[0]
     assert case.text == "Use kill PID."
     assert case.history == (Turn("system", "You are terse."), Turn("user", "How do I kill a process?"))
-    assert (case.target, case.policy, case.context, case.extra) == ("response", "No violence.", "A man page.", ())
+    assert (case.target, case.policy, case.context) == ("response", "No violence.", "A man page.")
+    assert case.extra == (("policy", "sha256:57fca962ea92"),)  # the policy's name: its text's digest
     assert case.exchange("Use k1ll PID.") == Exchange(
         (*case.history, Turn("assistant", "Use k1ll PID.")), "response", "No violence.", "A man page.")
 
@@ -190,6 +191,19 @@ def test_policy_ids_name_texts_in_a_policies_file(tmp_path):
     assert [p.policy for p in dataset.prompts] == ["No dosing advice.\n", ""]
     assert dataset.policies is not None and dataset.policies.name == "policies.yaml"
     assert load_dataset(str(path)).prompts[0].policy == "medical"  # without the file, the cell is the text
+    # the policy axis: a case names its policy by its id in the file, a case without one has no tag
+    assert [p.extra for p in dataset.prompts] == [(("policy", "medical"),), ()]
+
+
+def test_a_policy_text_is_named_by_a_digest_sorted_among_the_tags(tmp_path):
+    path = csv_file(tmp_path, ["id", "prompt", "label", "policy", "lang", "zone"],
+                    [["1", "hi", "safe", "No violence.", "en", "eu"], ["2", "yo", "safe", "No violence.", "", ""],
+                     ["3", "ho", "safe", "", "de", "us"]])
+    first, second, third = load_dataset(str(path)).prompts
+    # sha256("No violence.") = 57fca962ea92...: the same text gets the same name on every line
+    assert first.extra == (("lang", "en"), ("policy", "sha256:57fca962ea92"), ("zone", "eu"))
+    assert second.extra == (("lang", ""), ("policy", "sha256:57fca962ea92"), ("zone", ""))
+    assert third.extra == (("lang", "de"), ("zone", "us"))
 
 
 @pytest.mark.parametrize(("content", "line", "field", "words"), [

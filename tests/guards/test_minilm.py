@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from margin.errors import UnanswerableInput
 from margin.guards.make import describe_guard, parse_guard_spec
 from margin.guards.minilm import MiniLMGuard, describe, dev_set, exemplars, fit_logistic
 
@@ -42,7 +43,9 @@ def test_scores_are_monotone_and_long_inputs_get_no_output(guard):
                                "How do I bake sourdough bread?", "word " * 400])
     assert verdicts[0].label == "unsafe" and verdicts[1].label == "safe"
     assert verdicts[0].p_unsafe > verdicts[1].p_unsafe
-    assert verdicts[2] is None
+    assert isinstance(verdicts[2], UnanswerableInput)  # no output, and no retry can change that
+    (alone,) = guard.classify(["word " * 400])  # a batch of only such texts: no raise either
+    assert isinstance(alone, UnanswerableInput) and "402 tokens, over the 256-token window" in str(alone)
 
 
 def test_fit_logistic_known_answer():

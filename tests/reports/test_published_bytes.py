@@ -131,9 +131,9 @@ def digests(documents: dict[str, str]) -> dict[str, str]:
 
 
 EXPECTED: dict[str, str] = {
-    "check/runs": "706ece5d76ae55b4",
-    "diff/run-snapshot": "292b2d4ca1df5b02",
-    "diff/runs": "5639f6b2a2ba1f92",
+    "check/runs": "38d57012b6fabd07",
+    "diff/run-snapshot": "5447f9b8159760b8",
+    "diff/runs": "ee7ccb64baf236cd",
     "export/hash/garak": "c12a28d693f00688",
     "export/hash/inspect": "80593e32a2d2ab5b",
     "export/hash/jbb": "e57d9841fb0919c3",

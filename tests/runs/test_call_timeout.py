@@ -109,7 +109,7 @@ def test_a_study_honours_it_where_it_can_apply(tmp_path):
     local = CallSettings(engine="local", call_timeout_s=plan.config.runtime.call_timeout_s)
     check_call_timeout(plan, local)  # all behind endpoints: nothing in this process to stop
     assert all(model_limits(m.spec, local).timeout_s == 5 for m in plan.models)
-    assert local.limits(dict(plan.guards[0].spec.backend_options)).timeout_s == 5
+    assert local.limits(dict(plan.guards[0].input.spec.backend_options)).timeout_s == 5
     in_process = ModelSpec(backend="transformers", model="some/checkpoint")
     pool = model_pool("model", in_process, 16, CallSettings(engine="ray", call_timeout_s=5))
     assert isinstance(pool, ActorPool) and pool.call_timeout_s == 5

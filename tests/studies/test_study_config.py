@@ -161,7 +161,7 @@ def test_study_guards_take_the_guard_file_keys_through_the_same_parser(tmp_path)
               {"guard": "minilm", "threshold": 0.6, "caveats": "a caveat"}]
     config = {**yaml.safe_load(good_text()), "guards": guards}
     plan = prepare(write_config(tmp_path, config))
-    mine, minilm = (g.info for g in plan.guards)
+    mine, minilm = (g.input.info for g in plan.guards)
     assert (mine.id, mine.scope, mine.revision.split("+")[0]) == ("python:g.py:G", "attack detector", "2")
     assert dict(mine.params)["weights"] == "w.json" and len(dict(mine.params)["weights_sha256"]) == 64
     assert minilm.id == "minilm@t0.6" and minilm.caveats[-1] == "a caveat"
@@ -171,7 +171,7 @@ def test_the_gpu_cluster_example_is_a_valid_config(xstest_csv, monkeypatch):
     monkeypatch.setenv("MARGIN_XSTEST", str(xstest_csv))
     plan = prepare(REPO / "studies" / "gpu-cluster.yaml", servers=False)  # its hosts are placeholders
     assert len(plan.prompts) == 450 and plan.guards[0].id == "llama-guard-4-vllm"
-    assert plan.guards[0].info.family == "llama-guard" and plan.guards[0].info.backend == "openai"
+    assert plan.guards[0].input.info.family == "llama-guard" and plan.guards[0].input.info.backend == "openai"
     assert {m.metadata["creator"] for m in plan.models} == {"Alibaba", "Google", "IBM"}
     assert [j.id for j in plan.judges] == ["qwen3.5-27b-judge", "gemma-4-31b-judge"]
     assert len(plan.transformations) > 6  # the listed six and the quick suite's fixed strengths
@@ -223,5 +223,5 @@ def test_the_real_small_example_is_a_valid_config():
     """studies/real-small.yaml (tests/real/ runs it on llama-server): SmolLM2 as guard, model and judge."""
     plan = prepare(REPO / "studies" / "real-small.yaml", servers=False)  # no server needed to check it
     assert len(plan.prompts) == 4 and [g.id for g in plan.guards] == ["smollm2-prompted"]
-    assert plan.guards[0].info.family == "prompted" and [m.id for m in plan.models] == ["smollm2"]
+    assert plan.guards[0].input.info.family == "prompted" and [m.id for m in plan.models] == ["smollm2"]
     assert plan.judges[0].model is not None and "json_schema" in plan.judges[0].model.spec.request_options

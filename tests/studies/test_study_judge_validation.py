@@ -16,7 +16,8 @@ from margin.reports.publish import publish
 from margin.site.build import build_site
 from margin.studies.plan import prepare
 from margin.studies.report import judges_table
-from margin.studies.runner import judges_agreement, run_study
+from margin.studies.results import judges_agreement
+from margin.studies.runner import run_study
 from margin.studies.validate import validate
 from tests.judges.test_validation import TOY, cli, kappa_by_hand
 from tests.support.study import study_config, toy_server, write_config

@@ -5,17 +5,26 @@ Per family, an exhaustive run knows exactly (`effectiveness`: among prompts righ
 original, those with a flipping candidate of the family). A cheapest run stops at each
 prompt's first flip, so it counts the prompts whose cheapest flip is in the family: a lower
 bound on the family's own flip rate, said so in every export (`family_method`).
+
+A response run's exports say so (`target: response`) and call its texts responses where a
+prompt run's call them prompts (`ExportRun.say`); where cases carry policies, each export holds
+the figures and family counts per policy (`axes`, `by_policy`). A prompt run without policies
+exports the bytes it always did.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from margin.datasets.cases import POLICY_TAG
 from margin.errors import InputError
 from margin.reports.effectiveness import effectiveness
+from margin.reports.metrics import slice_groups
 from margin.reports.observations import PromptObservations
 from margin.reports.snapshot_schema import Record
 from margin.runfolder import RunDir
@@ -56,10 +65,59 @@ class ExportRun:
     outcomes: Sequence[FamilyOutcome]
     family_method: str
     created: str  # ISO 8601, when the run's snapshot was made
+    by_policy: Mapping[str, Sequence[FamilyOutcome]] = field(default_factory=dict)  # empty: no policies
 
     @property
     def results(self) -> list[SearchResult]:
         return self.run.results
+
+    @property
+    def target(self) -> str:
+        """The turn the run judged and transformed: `prompt` or `response`."""
+        return self.run.record.target_name
+
+    @property
+    def exhaustive(self) -> bool:
+        return self.family_method == EXHAUSTIVE
+
+    def say(self, text: str) -> str:
+        """One of margin's own sentences about prompts (never one holding an id or a name from
+        input), said of the run's target texts: a response run's are responses."""
+        return text if self.target == "prompt" else re.sub(r"\bprompt", self.target, text)
+
+
+#: The figures each export gives per policy (from the run's `policy` slices).
+POLICY_FIGURES = ("balanced_margin", "unsafe_margin", "safe_margin")
+
+
+def axes(bundle: ExportRun) -> dict[str, Any]:
+    """What an export says of the run's axes beyond a prompt run's: `target` for a response
+    run, and per policy its margins and scored and missing cases per class where the cases
+    carry policies. Empty for a prompt run without policies, whose exports stay as they were."""
+    out: dict[str, Any] = {}
+    if bundle.target != "prompt":
+        out["target"] = bundle.target
+    policies = bundle.record.slices.get(POLICY_TAG) or {}
+    if policies:
+        out["policies"] = {name: {**{k: figures.figure(k) for k in POLICY_FIGURES},
+                                  "coverage": None if figures.coverage is None else figures.coverage.document()}
+                           for name, figures in policies.items()}
+    return out
+
+
+def policy_of(result: SearchResult) -> str | None:
+    """The name of the result's case's policy (datasets.cases.policy_name), None for none."""
+    return dict(result.extra).get(POLICY_TAG)
+
+
+def by_policy(bundle: ExportRun, outcome: FamilyOutcome) -> dict[str, Any]:
+    """A family's eligible and flipped cases per policy and class ({} without policies)."""
+    out: dict[str, Any] = {}
+    for name, outcomes in bundle.by_policy.items():
+        found = next((o for o in outcomes if o.family == outcome.family), None)
+        out[name] = {"eligible": dict(found.eligible) if found else dict.fromkeys(LABELS, 0),
+                     "flipped": dict(found.flipped) if found else dict.fromkeys(LABELS, 0)}
+    return out
 
 
 def _from_effects(observations: Sequence[PromptObservations], families: Mapping[str, str]) -> list[FamilyOutcome]:
@@ -89,6 +147,17 @@ def family_outcomes(results: Sequence[SearchResult], observations: Sequence[Prom
     return _from_cheapest(results, seen, families), CHEAPEST
 
 
+def policy_outcomes(results: Sequence[SearchResult], observations: Sequence[PromptObservations],
+                    families: Mapping[str, str], *, exhaustive: bool) -> dict[str, list[FamilyOutcome]]:
+    """`family_outcomes` per policy (the results' `policy` slices), counted the same way."""
+    out = {}
+    for name, group in slice_groups(results).get(POLICY_TAG, {}).items():
+        ids = {r.prompt_id for r in group}
+        out[name], _ = family_outcomes(group, [o for o in observations if o.prompt_id in ids], families,
+                                       exhaustive=exhaustive)
+    return out
+
+
 def load_bundle(run_dir: Path, dataset: Path | None = None) -> ExportRun:
     """What every export reads of the finished run in `run_dir`; `dataset` is the run's dataset
     file where it is not where run.json says."""
@@ -106,7 +175,8 @@ def load_bundle(run_dir: Path, dataset: Path | None = None) -> ExportRun:
     families = transform_families()
     outcomes, method = family_outcomes(run.results, observations, families, exhaustive=exhaustive)
     entry = snapshot_entry(run.guard, run.results, run.budget, {"search": run.search, "seed": run.record.seed})
-    return ExportRun(run, str(run_dir), record(entry, 1), texts, families, outcomes, method, created)
+    per_policy = policy_outcomes(run.results, observations, families, exhaustive=exhaustive)
+    return ExportRun(run, str(run_dir), record(entry, 1), texts, families, outcomes, method, created, per_policy)
 
 
 def prompt_texts(record: RunRecord, dataset: Path | None) -> dict[str, str]:

@@ -5,7 +5,10 @@ A sample's input is the original prompt, its target the label, its output the gu
 verdict on the original; its score `margin` is c_i / B (0: wrong on the original, 1: no flip
 within the budget), with the cheapest flip in the explanation and metadata. A prompt with no
 output after retries (lost coverage) is a sample with an error and no score. The log's
-results hold the run's margins and clean accuracies as the `margin` scorer's metrics.
+results hold the run's margins and clean accuracies as the `margin` scorer's metrics. A response
+run's log and samples say `target: response` in their metadata (a sample's input is then the
+response the guard judged); with policies, each sample's tags name its policy and the log's
+metadata holds the margins per policy.
 
 `inspect view` (and `inspect_ai.log.list_eval_logs`) lists a `.json` log only when its name
 starts with an ISO timestamp: inspect names its own `{created}_{task}_{id}.json`, each part
@@ -21,7 +24,7 @@ import re
 from typing import Any
 
 from margin.reports.bootstrap import FIGURES
-from margin.reports.exports.bundle import ExportRun
+from margin.reports.exports.bundle import ExportRun, axes
 from margin.runfolder import RunDir, dumps, flip_record
 from margin.types import SearchResult
 
@@ -61,10 +64,11 @@ def explanation(result: SearchResult, budget: float) -> str:
     return f"cheapest flip: {f.transform} {f.strength} (cost {f.cost:.2f}) reads {f.verdict}"
 
 
-def sample(result: SearchResult, text: str, budget: float) -> dict[str, Any]:
+def sample(result: SearchResult, text: str, budget: float, target: str = "prompt") -> dict[str, Any]:
     metadata = {"label": result.label, "type": result.type, "status": result.status,
                 "flip_cost": result.flip_cost, "capped": result.capped, "flip": flip_record(result.flip),
-                "guard_calls": result.guard_calls, "tags": dict(result.extra)}
+                "guard_calls": result.guard_calls, "tags": dict(result.extra),
+                **({"target": target} if target != "prompt" else {})}
     out: dict[str, Any] = {
         "id": result.prompt_id, "epoch": 1, "input": text, "target": result.label,
         "messages": [{"role": "user", "content": text}],
@@ -87,7 +91,7 @@ def sample(result: SearchResult, text: str, budget: float) -> dict[str, Any]:
 def eval_log(bundle: ExportRun) -> dict[str, Any]:
     run, record = bundle.run, bundle.record
     budget = run.budget
-    samples = [sample(r, bundle.texts.get(r.prompt_id, ""), budget) for r in bundle.results]
+    samples = [sample(r, bundle.texts.get(r.prompt_id, ""), budget, bundle.target) for r in bundle.results]
     scored = sum(1 for r in bundle.results if r.status == "scored")
     metrics = {name: {"name": name, "value": record.figure(name)} for name in FIGURES
                if record.figure(name) is not None}
@@ -103,7 +107,8 @@ def eval_log(bundle: ExportRun) -> dict[str, Any]:
             "dataset": {"name": manifest["dataset"].get("name"), "location": manifest["dataset"].get("source"),
                         "samples": len(samples), "sample_ids": [s["id"] for s in samples]},
             "model": f"margin/{run.guard.id}", "config": {},
-            "metadata": {"margin_run": manifest, "confidence_intervals": record.confidence_intervals},
+            "metadata": {"margin_run": manifest, "confidence_intervals": record.confidence_intervals,
+                         **axes(bundle)},
         },
         "results": {"total_samples": len(samples), "completed_samples": scored,
                     "scores": [{"name": "margin", "scorer": "margin", "metrics": metrics}]},
@@ -118,6 +123,8 @@ def render(bundle: ExportRun) -> str:
 
 def holds(text: str) -> str:
     """What a rendered log holds, counted from it (for the `wrote` line)."""
-    samples = json.loads(text)["samples"]
+    log = json.loads(text)
+    samples = log["samples"]
     scored = sum(1 for s in samples if "scores" in s)
-    return f"{len(samples)} samples, one per prompt: {scored} scored, {len(samples) - scored} lost"
+    target = log["eval"]["metadata"].get("target", "prompt")
+    return f"{len(samples)} samples, one per {target}: {scored} scored, {len(samples) - scored} lost"

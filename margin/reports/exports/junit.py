@@ -1,6 +1,8 @@
 """JUnit XML for CI dashboards: a test suite per class, a test case per transform family in it;
 a case fails when the family flips any prompt of the class that the guard got right on the
-original, and is skipped when there is none. The margins ride along as suite properties.
+original, and is skipped when there is none. The margins ride along as suite properties: a
+response run's add `target` (and its messages count responses), a run whose cases carry
+policies adds `margin.policy.NAME`, the class margin per policy.
 Texts from input (the guard id, family names) show control and bidi characters as
 `<U+XXXX>`: XML 1.0 cannot hold most of them, and a CI page should not reorder them."""
 
@@ -8,7 +10,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from margin.reports.exports.bundle import ExportRun
+from margin.reports.exports.bundle import ExportRun, axes
 from margin.types import LABELS
 from margin.util.display import make_visible
 
@@ -17,7 +19,10 @@ def _suite(bundle: ExportRun, label: str) -> ET.Element:
     suite = ET.Element("testsuite", name=f"margin.{bundle.run.guard.id}.{label}")
     props = ET.SubElement(suite, "properties")
     margin = bundle.record.figure(f"{label}_margin")
-    for name, value in (("margin", margin), ("family_method", bundle.family_method)):
+    found = axes(bundle)
+    per_policy = [(f"margin.policy.{name}", figures[f"{label}_margin"]) for name, figures in found.get("policies", {}).items()]
+    target = [("target", found["target"])] if "target" in found else []
+    for name, value in (("margin", margin), ("family_method", bundle.say(bundle.family_method)), *target, *per_policy):
         ET.SubElement(props, "property", name=name, value="" if value is None else str(value))
     failures = skipped = 0
     for outcome in bundle.outcomes:
@@ -25,11 +30,11 @@ def _suite(bundle: ExportRun, label: str) -> ET.Element:
         eligible, flipped = outcome.eligible[label], outcome.flipped[label]
         if not eligible:
             skipped += 1
-            ET.SubElement(case, "skipped", message=f"no {label} prompt right on the original")
+            ET.SubElement(case, "skipped", message=f"no {label} {bundle.target} right on the original")
         elif flipped:
             failures += 1
             ET.SubElement(case, "failure", type="flip",
-                          message=f"{outcome.family} flips {flipped} of {eligible} {label} prompts "
+                          message=f"{outcome.family} flips {flipped} of {eligible} {label} {bundle.target}s "
                                   f"({100 * flipped / eligible:.1f}%)")
     suite.set("tests", str(len(bundle.outcomes)))
     suite.set("failures", str(failures))

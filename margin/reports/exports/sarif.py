@@ -1,14 +1,16 @@
 """SARIF 2.1.0 for code-scanning dashboards: one rule per transform family, one result per
 family that flips the guard on at least one prompt, its level set by the flip rate over the
 prompts right on the original (error from 50%, warning from 10%, note below). Each result
-points at the run's results.jsonl, at the line of the first prompt the family flips."""
+points at the run's results.jsonl, at the line of the first prompt the family flips. A response
+run says `target` in the run's properties and calls its texts responses; with policies, the
+run's properties hold the margins per policy and each result its counts per policy."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from margin.reports.exports.bundle import EXHAUSTIVE, ExportRun, FamilyOutcome
+from margin.reports.exports.bundle import ExportRun, FamilyOutcome, axes, by_policy
 from margin.runfolder import dumps
 from margin.util.provenance import margin_version
 
@@ -37,20 +39,21 @@ def result(bundle: ExportRun, outcome: FamilyOutcome, index: int) -> dict[str, A
     return {
         "ruleId": rule_id(outcome.family), "ruleIndex": index, "level": level(outcome.flip_rate),
         "message": {"text": f"{outcome.family} flips the guard {bundle.run.guard.id} on {outcome.total_flipped} "
-                            f"of {outcome.total_eligible} prompts right on the original "
+                            f"of {outcome.total_eligible} {bundle.target}s right on the original "
                             f"({100 * outcome.flip_rate:.1f}%: {by_class})"},
         "locations": [{"physicalLocation": {
             "artifactLocation": {"uri": f"{bundle.source.rstrip('/')}/results.jsonl"},
             "region": {"startLine": first_line(bundle, outcome.family)}}}],
-        "properties": {"flip_rate": outcome.flip_rate, "flipped": outcome.flipped, "eligible": outcome.eligible},
+        "properties": {"flip_rate": outcome.flip_rate, "flipped": outcome.flipped, "eligible": outcome.eligible,
+                       **({"by_policy": by_policy(bundle, outcome)} if bundle.by_policy else {})},
     }
 
 
 def log(bundle: ExportRun) -> dict[str, Any]:
-    counted = "every candidate asked" if bundle.family_method == EXHAUSTIVE else "prompts' cheapest flips"
+    counted = "every candidate asked" if bundle.exhaustive else f"{bundle.target}s' cheapest flips"
     rules = [{"id": rule_id(o.family), "name": o.family,
               "shortDescription": {"text": f"the {o.family} transform family flips the guard's verdict"},
-              "fullDescription": {"text": f"Counted from {counted}: {bundle.family_method}"},
+              "fullDescription": {"text": f"Counted from {counted}: {bundle.say(bundle.family_method)}"},
               "defaultConfiguration": {"level": "warning"}} for o in bundle.outcomes]
     results = [result(bundle, o, i) for i, o in enumerate(bundle.outcomes) if o.total_flipped]
     record = bundle.record
@@ -62,7 +65,7 @@ def log(bundle: ExportRun) -> dict[str, Any]:
             "results": results,
             "properties": {"guard": bundle.run.guard.id, "balanced_margin": record.balanced_margin,
                            "unsafe_margin": record.unsafe_margin, "safe_margin": record.safe_margin,
-                           "family_method": bundle.family_method},
+                           "family_method": bundle.say(bundle.family_method), **axes(bundle)},
         }],
     }
 

@@ -41,8 +41,8 @@ class GuardCaller:
         self.max_batch_size = guard.max_batch_size
         self.info: GuardInfo = guard.info
 
-    def call(self, texts: list[str]) -> list[Verdict | None]:
-        return self.guard.classify(texts)
+    def call(self, texts: list[str]) -> list[Verdict | Exception | None]:
+        return list(self.guard.classify(texts))
 
     def close(self) -> None:
         self.guard.close()
