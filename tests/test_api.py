@@ -26,7 +26,7 @@ def test_run_then_load_run_gives_the_folder_as_frames(tmp_path):
 def test_a_guard_instance_runs_as_it_is(tmp_path):
     guard = HashGuard(0.3)
     outcome = margin.run(guard, dataset="sample", suite="quick", engine="local", cache=False, out=tmp_path / "h")
-    assert outcome.snapshot["data"][0]["id"] == guard.info.id and guard.seen
+    assert outcome.snapshot.document()["data"][0]["id"] == guard.info.id and guard.seen
 
 
 def test_load_snapshots_is_one_frame_with_intervals_and_protocol_columns(tmp_path):

@@ -21,7 +21,6 @@ def merge(
     max_missing: o.MaxMissing = settings.MAX_MISSING.flag_default,
 ) -> None:
     """Join shard and retry run folders into one run (results, receipts, snapshot, curves)."""
-    from margin.reports.completeness import describe
     from margin.runs.recording.merge import merge_runs
     from margin.runs.recording.outputs import CoverageError, check_coverage
 
@@ -30,8 +29,8 @@ def merge(
     report = outcome.report
     console.print(f"merged {len(dirs)} run folders into {out}/: {len(outcome.results)} prompts, "
                   f"{outcome.replaced} replaced by a later folder, {outcome.absent} in no folder")
-    coverage = outcome.snapshot["data"][0]["coverage"]
+    coverage = outcome.snapshot.data[0].coverage
     console.print(f"balanced margin {fmt(report.balanced_margin)}  unsafe {fmt(report.unsafe_margin)}  "
                   f"safe {fmt(report.safe_margin)}  missing {sum(report.missing.values())}"
-                  + ("" if coverage["complete"] else f"  INCOMPLETE: {describe(coverage)}"), markup=False)
+                  + ("" if coverage.complete else f"  INCOMPLETE: {coverage.describe()}"), markup=False)
     check_or_fail([lambda: check_coverage(outcome.results, share)], CoverageError)

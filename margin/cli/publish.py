@@ -47,8 +47,8 @@ def publish(
     if published.leaderboard:
         console.print(leaderboard_table(published.leaderboard))
     if published.pairings:
-        counts = [d["status"] for d in published.pairings["data"]]
-        incomplete = sum(not pair_complete(d) for d in published.pairings["data"])
+        counts = [d.status for d in published.pairings.data]
+        incomplete = sum(not pair_complete(d.document()) for d in published.pairings.data)
         console.print(f"pairings: {len(counts)} pairs, {counts.count('bypass_found')} with a bypass found"
                       + (f", {incomplete} incomplete (marked)" if incomplete else ""))
     for path in published.files:

@@ -22,7 +22,7 @@ def report(
     """Margins with CIs, slices, coverage, cheapest flips; invariance, effectiveness and the
     threshold sweep for exhaustive runs."""
     from margin.reports.analyses import analyse
-    from margin.reports.completeness import missing_reason
+    from margin.reports.completeness import Coverage, missing_reason
     from margin.reports.observations import coverage, from_receipts
     from margin.reports.protocols import observes_all
     from margin.reports.snapshot import record, snapshot_entry
@@ -34,8 +34,8 @@ def report(
     entry = snapshot_entry(run.guard, run.results, run.budget,
                            {"search": run.search, "seed": run.record.seed,
                             **({"target": run.record.target} if run.record.target else {})},
-                           reason=missing_reason(receipts, run.results))
-    rec = record(entry, 1 if entry.coverage["complete"] else None)
+                           coverage=Coverage.of(run.results, missing_reason(receipts, run.results)))
+    rec = record(entry, 1 if entry.coverage.complete else None)
     observations = from_receipts(receipts, run.results)
     exhaustive = observes_all(run.search) and all(o.complete for o in observations)
     analyses = analyse(observations, run.budget, exhaustive=exhaustive, families=families())
@@ -47,7 +47,7 @@ def report(
 
         cheapest = [{"prompt_id": r.prompt_id, "label": r.label, **(flip_record(r.flip) or {})}
                     for r in cheapest_flips(run.results, flips)]
-        document = {"guard": rec, "coverage": coverage_record(run.results, covered),
+        document = {"guard": rec.document(), "coverage": coverage_record(run.results, covered),
                     "outcomes": outcome_counts(run.results), "cheapest_flips": cheapest, **analyses}
         sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
         return

@@ -189,12 +189,13 @@ def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: A
 
 
 def print_summary(outcome: Any) -> None:
+    from margin.reports.protocols import STANDARD_PROTOCOL
     from margin.reports.tables import margins_table
 
-    adaptive = outcome.snapshot["meta"]["protocol"] != "margin-flip-cost/1"
-    title = f"margin — {outcome.snapshot['data'][0]['id']}" + (
+    adaptive = outcome.snapshot.meta.protocol != STANDARD_PROTOCOL
+    title = f"margin — {outcome.snapshot.data[0].id}" + (
         " — ADAPTIVE (upper bounds; not comparable with standard-suite margins)" if adaptive else "")
-    table = margins_table(outcome.snapshot["data"][0], title)  # figures with their 95% intervals
+    table = margins_table(outcome.snapshot.data[0], title)  # figures with their 95% intervals
     # Three counts that differ: what the searches asked, what was sent, what needed no call.
     table.add_row("texts the searches asked about", f"{sum(r.guard_calls for r in outcome.results):,}")
     table.add_row("guard calls sent (retries, hedges)", f"{outcome.guard_calls:,}")

@@ -41,7 +41,7 @@ def score(
                        exhaustive=rescored.exhaustive, families=families())
     receipts = [line for path in inputs for line in read_records(path / "receipts.jsonl" if path.is_dir() else path)]
     calls = coverage(receipts)
-    print_tables(run_tables(rescored.snapshot["data"][0], rescored.results, calls if calls.candidates else None,
+    print_tables(run_tables(rescored.snapshot.data[0], rescored.results, calls if calls.candidates else None,
                              analyses, flips=flips))
     if rescored.unmatched:
         err.print(f"note: {len(rescored.unmatched)} recorded verdicts match no rebuilt candidate "

@@ -21,7 +21,7 @@ from typing import Any
 
 from margin.reports.bootstrap import FIGURES, BootstrapSpec, paired_differences
 from margin.reports.effectiveness import Effect
-from margin.reports.tables import figure_value
+from margin.reports.snapshot_schema import Record
 from margin.types import LABELS, SearchResult
 
 BASELINE = "none"
@@ -34,15 +34,15 @@ class DefenceRun:
     defence: str  # as the user named it: none, skeleton, all, nfkc+decode ...
     normalize: str | None  # its canonical name (None: no defence)
     run_dir: str
-    record: Mapping[str, Any]  # the run's snapshot record: figures, intervals, coverage
+    record: Record  # the run's snapshot record: figures, intervals, coverage
     results: Sequence[SearchResult]
     effects: tuple[list[Effect], list[Effect]] | None  # `effectiveness` per transform, per family; exhaustive only
     guard_calls: int  # candidates the defended guard was asked about (results' guard_calls)
     decoded_calls: int  # further texts `decode` made the guard read for them
 
 
-def figure_of(record: Mapping[str, Any], name: str) -> dict[str, Any]:
-    return {"value": figure_value(record, name), "interval": record.get("confidence_intervals", {}).get(name)}
+def figure_of(record: Record, name: str) -> dict[str, Any]:
+    return {"value": record.figure(name), "interval": record.interval(name)}
 
 
 def change_record(base: DefenceRun, run: DefenceRun, budget: float,
@@ -123,10 +123,10 @@ def defence_record(base: DefenceRun, run: DefenceRun, budget: float, families: M
     out: dict[str, Any] = {
         "defence": run.defence,
         "normalize": run.normalize,
-        "guard_id": run.record.get("id"),
+        "guard_id": run.record.id,
         "run": run.run_dir,
         "figures": {name: figure_of(run.record, name) for name in FIGURES},
-        "coverage": run.record.get("coverage"),
+        "coverage": run.record.coverage.document(),
         "guard_calls": run.guard_calls,
         "decoded_calls": run.decoded_calls,
         "total_calls": run.guard_calls + run.decoded_calls,

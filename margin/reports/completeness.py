@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from margin.reports.documents import Open
 from margin.types import LABELS, SearchResult
 
 #: What a prompt with no recorded error is missing for (a merge that no input covered, a
@@ -38,54 +39,60 @@ def class_counts(results: Sequence[SearchResult]) -> dict[str, dict[str, int]]:
     return out
 
 
-def coverage_record(results: Sequence[SearchResult], reason: str | None) -> dict[str, Any]:
-    """A snapshot record's `coverage`: the class counts, whether it is complete and why not."""
-    counts = class_counts(results)
-    complete = not any(counts["missing"].values())
-    return {**counts, "complete": complete, "reason": None if complete else (reason or NO_RECORD)}
+class Coverage(Open):
+    """A snapshot record's `coverage` and its rules. A record written before `total`,
+    `invalid` or `complete` were (an older snapshot) leaves them unset: the rules derive what
+    they need from `scored` and `missing`, and the record is written back as it was read."""
 
+    scored: dict[str, int]
+    missing: dict[str, int]
+    total: dict[str, int] | None = None
+    invalid: dict[str, int] | None = None
+    complete: bool | None = None
+    reason: str | None = None
 
-def totals(coverage: Mapping[str, Any]) -> dict[str, int]:
-    """Prompts per class (scored + missing in a snapshot written before `total` was recorded)."""
-    if coverage.get("total"):
-        return dict(coverage["total"])
-    scored, missing = coverage.get("scored") or {}, coverage.get("missing") or {}
-    return {k: scored.get(k, 0) + missing.get(k, 0) for k in LABELS}
+    @classmethod
+    def of(cls, results: Sequence[SearchResult], reason: str | None) -> Coverage:
+        """The class counts of a run's results, whether it is complete and why not (`reason`:
+        what the first missing prompt's receipts say, `missing_reason`)."""
+        counts = class_counts(results)
+        complete = not any(counts["missing"].values())
+        return cls(**counts, complete=complete, reason=None if complete else (reason or NO_RECORD))
 
+    def totals(self) -> dict[str, int]:
+        """Prompts per class (scored + missing in a snapshot written before `total` was recorded)."""
+        if self.total:
+            return dict(self.total)
+        return {k: self.scored.get(k, 0) + self.missing.get(k, 0) for k in LABELS}
 
-def shares(coverage: Mapping[str, Any]) -> dict[str, float]:
-    """Scored / total per class that has prompts (a class with none is left out)."""
-    scored, total = coverage.get("scored") or {}, totals(coverage)
-    return {label: scored.get(label, 0) / total[label] for label in LABELS if total.get(label)}
+    def shares(self) -> dict[str, float]:
+        """Scored / total per class that has prompts (a class with none is left out)."""
+        total = self.totals()
+        return {label: self.scored.get(label, 0) / total[label] for label in LABELS if total.get(label)}
 
+    def is_complete(self) -> bool:
+        return not any(self.missing.values())
 
-def is_complete(coverage: Mapping[str, Any]) -> bool:
-    return not any((coverage.get("missing") or {}).values())
+    def meets(self, min_coverage: float) -> bool:
+        """Each class's coverage at least `min_coverage` (a share 0..1)."""
+        return self.is_complete() or all(s >= min_coverage for s in self.shares().values())
 
+    def scored_of_total(self) -> str:
+        """`unsafe 24/24, safe 0/24`: prompts scored of the total, per class."""
+        total = self.totals()
+        return ", ".join(f"{label} {self.scored.get(label, 0)}/{total.get(label, 0)}" for label in self.shares())
 
-def meets(coverage: Mapping[str, Any], min_coverage: float) -> bool:
-    """Each class's coverage at least `min_coverage` (a share 0..1)."""
-    return is_complete(coverage) or all(s >= min_coverage for s in shares(coverage).values())
-
-
-def scored_of_total(coverage: Mapping[str, Any]) -> str:
-    """`unsafe 24/24, safe 0/24`: prompts scored of the total, per class."""
-    scored, total = coverage.get("scored") or {}, totals(coverage)
-    return ", ".join(f"{label} {scored.get(label, 0)}/{total.get(label, 0)}" for label in shares(coverage))
-
-
-def describe(coverage: Mapping[str, Any]) -> str:
-    """One line: `unsafe 24/24 (100.0%), safe 0/24 (0.0%) scored, 24 missing, 3 invalid; reason: ...`."""
-    scored, total = coverage.get("scored") or {}, totals(coverage)
-    parts = [f"{label} {scored.get(label, 0)}/{total.get(label, 0)} ({100 * share:.1f}%)"
-             for label, share in shares(coverage).items()]
-    text = ", ".join(parts) + " scored"
-    missing = sum((coverage.get("missing") or {}).values())
-    invalid = sum((coverage.get("invalid") or {}).values())
-    text += f", {missing} missing" + (f", {invalid} decided by invalid outputs" if invalid else "")
-    if coverage.get("reason"):
-        text += f"; first error: {coverage['reason']}"
-    return text
+    def describe(self) -> str:
+        """One line: `unsafe 24/24 (100.0%), safe 0/24 (0.0%) scored, 24 missing, 3 invalid; reason: ...`."""
+        total = self.totals()
+        parts = [f"{label} {self.scored.get(label, 0)}/{total.get(label, 0)} ({100 * share:.1f}%)"
+                 for label, share in self.shares().items()]
+        text = ", ".join(parts) + " scored"
+        missing, invalid = sum(self.missing.values()), sum((self.invalid or {}).values())
+        text += f", {missing} missing" + (f", {invalid} decided by invalid outputs" if invalid else "")
+        if self.reason:
+            text += f"; first error: {self.reason}"
+        return text
 
 
 def missing_reason(lines: Iterable[Mapping[str, Any]], results: Sequence[SearchResult]) -> str | None:

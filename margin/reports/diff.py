@@ -29,7 +29,7 @@ from margin.reports.bootstrap import (
 )
 from margin.reports.metrics import slice_groups
 from margin.reports.sides import Side
-from margin.reports.tables import figure_value
+from margin.reports.snapshot_schema import Headline
 from margin.runfolder import flip_record
 from margin.types import LABELS, SearchResult
 
@@ -44,11 +44,11 @@ def unpaired(a: float, a_ci: Sequence[float], b: float, b_ci: Sequence[float]) -
     return [d - math.hypot(b - b_ci[0], a_ci[1] - a), d + math.hypot(b_ci[1] - b, a - a_ci[0])]
 
 
-def _side_figure(rec: Mapping[str, Any], name: str) -> dict[str, Any]:
-    return {"value": figure_value(rec, name), "interval": (rec.get("confidence_intervals") or {}).get(name)}
+def _side_figure(rec: Headline, name: str) -> dict[str, Any]:
+    return {"value": rec.figure(name), "interval": rec.interval(name)}
 
 
-def figure_rows(rec_a: Mapping[str, Any], rec_b: Mapping[str, Any],
+def figure_rows(rec_a: Headline, rec_b: Headline,
                 paired: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     """Per figure: both sides and B - A, from `paired` (paired_differences) when given."""
     rows: dict[str, dict[str, Any]] = {}
@@ -70,7 +70,7 @@ def figure_rows(rec_a: Mapping[str, Any], rec_b: Mapping[str, Any],
 def slice_rows(a: Side, b: Side, budget: float, spec: BootstrapSpec) -> dict[str, dict[str, Any]]:
     """Per slice dimension and value, the figures of both sides and B - A."""
     out: dict[str, dict[str, Any]] = {}
-    slices_a, slices_b = a.record.get("slices") or {}, b.record.get("slices") or {}
+    slices_a, slices_b = a.record.slices, b.record.slices
     groups_a = slice_groups(a.results) if a.results is not None else None
     groups_b = slice_groups(b.results) if b.results is not None else None
     for dimension in sorted(set(slices_a) & set(slices_b), key=lambda d: (d != "type", d)):

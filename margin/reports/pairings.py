@@ -19,11 +19,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from margin.errors import InputError
+from margin.reports.documents import Document, Number, Open, read_model
 from margin.runfolder import read_json
 from margin.util.safefiles import check_date, check_id
 
@@ -69,12 +70,12 @@ class PairOutcome:
     coverage: Mapping[str, Any] | None = None  # completeness.pair_coverage
 
 
-def pair_record(pair: PairOutcome, thresholds: Thresholds) -> dict[str, Any]:
+def pair_record(pair: PairOutcome, thresholds: Thresholds) -> PairRecord:
     rows = [{"name": o.name, "evasion": o.evasion, "regression": o.regression,
              "preservation": o.preservation, "qualifies": o.qualifies(thresholds), **o.evidence}
             for o in pair.outcomes]
     qualifying = sum(1 for r in rows if r["qualifies"])
-    return {
+    return PairRecord.model_validate({
         "guard_id": pair.guard_id,
         "model_id": pair.model_id,
         "status": "bypass_found" if qualifying else "no_bypass_found",
@@ -82,33 +83,38 @@ def pair_record(pair: PairOutcome, thresholds: Thresholds) -> dict[str, Any]:
         "transformations_tested": len(rows),
         "transformations": rows,
         **({"coverage": dict(pair.coverage)} if pair.coverage is not None else {}),
-    }
+    })
 
 
 def build_pairings(pairs: Sequence[PairOutcome], *, judge: Mapping[str, Any], guards: Sequence[Mapping[str, Any]],
                    models: Sequence[Mapping[str, Any]], thresholds: Thresholds | None = None,
-                   date: dt.date | None = None, snapshot_url: str | None = None) -> dict[str, Any]:
+                   date: dt.date | None = None, snapshot_url: str | None = None,
+                   study: Mapping[str, Any] | None = None) -> Pairings:
+    """The pairings snapshot of tested pairs, built through the model `margin publish` and
+    `margin site` read it back with; `study` is what the study was (its `meta.study`)."""
     thresholds = thresholds or Thresholds()
-    snapshot = {
-        "meta": {
-            "snapshot_date": (date or dt.datetime.now(dt.UTC).date()).isoformat(),
-            "snapshot_url": snapshot_url,
-            "protocol": PROTOCOL,
-            "methodology": METHODOLOGY,
-            "judge": dict(judge),
-            "thresholds": thresholds.model_dump(),
-            "guards": [dict(g) for g in guards],
-            "models": [dict(m) for m in models],
-        },
-        "data": [pair_record(p, thresholds) for p in sorted(pairs, key=lambda p: (p.guard_id, p.model_id))],
-    }
-    return validate_pairings(snapshot, "pairings")
+    meta = PairingsMeta.model_validate({
+        "snapshot_date": (date or dt.datetime.now(dt.UTC).date()).isoformat(),
+        "snapshot_url": snapshot_url,
+        "protocol": PROTOCOL,
+        "methodology": METHODOLOGY,
+        "judge": dict(judge),
+        "thresholds": thresholds.model_dump(),
+        "guards": [dict(g) for g in guards],
+        "models": [dict(m) for m in models],
+        **({"study": dict(study)} if study is not None else {}),
+    })
+    data = [pair_record(p, thresholds) for p in sorted(pairs, key=lambda p: (p.guard_id, p.model_id))]
+    return check_pairings(Pairings(meta=meta, data=data), "pairings")
 
 
-# ---- validation of pairings files written elsewhere -------------------------------------------
+# ---- the model: written by build_pairings, read back by publish and the site -----------------
+# Fields in the order a pairings snapshot writes them; numbers keep their type (`Number`), so a
+# pairings file margin wrote is read and written again byte for byte.
 
-class _Entity(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class Entity(Open):
+    """A guard of `meta.guards` (and the base of a model of `meta.models`)."""
+
     id: str
     name: str | None = None
     creator: str | None = None
@@ -116,66 +122,67 @@ class _Entity(BaseModel):
     _id = field_validator("id")(lambda cls, value: check_id(value))
 
 
-class _Model(_Entity):
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-    parameters_b: float | None = None
-    capability_index: float | None = None
+class ModelEntity(Entity):
+    parameters_b: Number | None = None
+    capability_index: Number | None = None
 
 
-class _Transformation(BaseModel):
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)  # figures are finite, as in every snapshot
+class PairTransformation(Open):
     name: str
-    evasion: float
-    regression: float
-    preservation: float
+    evasion: Number
+    regression: Number
+    preservation: Number
     qualifies: bool
 
 
-class _PairCoverage(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class PairCoverage(Open):
     asked: dict[str, int]
     missing: dict[str, int]
     complete: bool
     reason: str | None = None
 
 
-class _Pair(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class PairRecord(Open):
     guard_id: str
     model_id: str
     status: Status
-
-    _ids = field_validator("guard_id", "model_id")(lambda cls, value: check_id(value))
     qualifying_transformations: int
     transformations_tested: int
-    transformations: list[_Transformation] = []
-    coverage: _PairCoverage | None = None  # absent in pairings written before coverage was recorded
+    transformations: list[PairTransformation] = []
+    coverage: PairCoverage | None = None  # absent in pairings written before coverage was recorded
+
+    _ids = field_validator("guard_id", "model_id")(lambda cls, value: check_id(value))
 
 
-class _Meta(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class PairingsMeta(Open):
     snapshot_date: str  # part of the snapshot's file name: exactly YYYY-MM-DD
+    snapshot_url: str | None = None
+    protocol: str | None = None  # the site reads only PROTOCOL; publish merges what studies wrote
+    methodology: str | None = None
     judge: dict[str, Any]
     thresholds: Thresholds
-    guards: list[_Entity]
-    models: list[_Model]
+    guards: list[Entity]
+    models: list[ModelEntity]
+    study: dict[str, Any] | None = None
+    provisional: bool | None = None  # set by publish from the judge's validation
+    provisional_reason: str | None = None
 
     _date = field_validator("snapshot_date")(lambda cls, value: check_date(value))
 
 
-class _Pairings(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    meta: _Meta
-    data: list[_Pair]
+class Pairings(Document):
+    KIND: ClassVar[str] = "pairings"
+    meta: PairingsMeta
+    data: list[PairRecord]
 
 
-def validate_pairings(snapshot: Any, where: str | Path) -> dict[str, Any]:
-    """Check the shape and the internal consistency; returns the snapshot unchanged."""
-    try:
-        parsed = _Pairings.model_validate(snapshot)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InputError(first["msg"], path=where, field=".".join(str(p) for p in first["loc"])) from None
+def validate_pairings(snapshot: Any, where: str | Path) -> Pairings:
+    """A pairings snapshot read into the model and checked for internal consistency."""
+    return check_pairings(read_model(Pairings, snapshot, where), where)
+
+
+def check_pairings(parsed: Pairings, where: str | Path) -> Pairings:
+    """What the fields alone cannot say: pairs name listed guards and models, counts and status agree."""
     guards = {g.id for g in parsed.meta.guards}
     models = {m.id for m in parsed.meta.models}
     for index, pair in enumerate(parsed.data):
@@ -196,7 +203,7 @@ def validate_pairings(snapshot: Any, where: str | Path) -> dict[str, Any]:
                 len(pair.transformations) != pair.transformations_tested
                 or sum(t.qualifies for t in pair.transformations) != pair.qualifying_transformations):
             raise InputError("counts disagree with the listed transformations", path=where, field=at)
-    return snapshot  # type: ignore[no-any-return]
+    return parsed
 
 
 def model_order(models: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -222,44 +229,35 @@ def provisional(judge: Mapping[str, Any]) -> str | None:
     return None
 
 
-def mark_provisional(snapshot: dict[str, Any]) -> dict[str, Any]:
-    reason = provisional(snapshot["meta"]["judge"])
-    snapshot["meta"]["provisional"] = reason is not None
-    snapshot["meta"]["provisional_reason"] = reason
-    return snapshot
+def mark_provisional(pairings: Pairings) -> Pairings:
+    reason = provisional(pairings.meta.judge)
+    meta = pairings.meta.model_copy(update={"provisional": reason is not None, "provisional_reason": reason})
+    return pairings.model_copy(update={"meta": meta})
 
 
-def load_pairings(path: Path) -> dict[str, Any]:
-    snapshot = read_json(path)
-    return validate_pairings(snapshot, path)
+def load_pairings(path: Path) -> Pairings:
+    return validate_pairings(read_json(path), path)
 
 
-def merge_pairings(snapshots: Sequence[tuple[str, Mapping[str, Any]]], date: dt.date | None = None,
-                   snapshot_url: str | None = None) -> dict[str, Any]:
+def merge_pairings(snapshots: Sequence[tuple[str, Pairings]], date: dt.date | None = None,
+                   snapshot_url: str | None = None) -> Pairings:
     """Several studies' pairings as one: judge and thresholds must agree; guards, models and
     pairs are joined by id, the later study winning on a collision."""
     if not snapshots:
         raise ValueError("no pairings to merge")
     first_where, first = snapshots[0]
-    guards: dict[str, Any] = {}
-    models: dict[str, Any] = {}
-    pairs: dict[tuple[str, str], Any] = {}
+    guards: dict[str, Entity] = {}
+    models: dict[str, ModelEntity] = {}
+    pairs: dict[tuple[str, str], PairRecord] = {}
     for where, snap in snapshots:
         for key in ("judge", "thresholds"):
-            if snap["meta"][key] != first["meta"][key]:
+            if getattr(snap.meta, key) != getattr(first.meta, key):
                 raise InputError(f"meta.{key} differs from {first_where}: pairings from different "
                                  f"{key}s are not comparable", path=where, field=f"meta.{key}")
-        guards.update({g["id"]: g for g in snap["meta"]["guards"]})
-        models.update({m["id"]: m for m in snap["meta"]["models"]})
-        pairs.update({(d["guard_id"], d["model_id"]): d for d in snap["data"]})
-    merged = {
-        "meta": {
-            **first["meta"],
-            "snapshot_date": (date or dt.datetime.now(dt.UTC).date()).isoformat(),
-            "snapshot_url": snapshot_url,
-            "guards": list(guards.values()),
-            "models": list(models.values()),
-        },
-        "data": [pairs[k] for k in sorted(pairs)],
-    }
-    return validate_pairings(merged, "merged pairings")
+        guards.update({g.id: g for g in snap.meta.guards})
+        models.update({m.id: m for m in snap.meta.models})
+        pairs.update({(d.guard_id, d.model_id): d for d in snap.data})
+    meta = first.meta.model_copy(update={
+        "snapshot_date": (date or dt.datetime.now(dt.UTC).date()).isoformat(), "snapshot_url": snapshot_url,
+        "guards": list(guards.values()), "models": list(models.values())})
+    return check_pairings(Pairings(meta=meta, data=[pairs[k] for k in sorted(pairs)]), "merged pairings")

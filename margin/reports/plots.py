@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from margin.reports.completeness import measured, shown_status
 from margin.reports.pairings import model_order
+from margin.reports.snapshot_schema import Curves, Record
 from margin.util.display import make_visible
 from margin.util.safefiles import atomic_file
 
@@ -41,13 +42,15 @@ class CurveSeries:
     bands: Mapping[str, tuple[Sequence[float], Sequence[float]]] = field(default_factory=dict)
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any], name: str | None = None) -> CurveSeries:
-        """From a snapshot record's `curves` block (bands included when present)."""
-        curves = record["curves"]
-        ra = {label: tuple(curves[label]) for label in CLASS_COLOURS if label in curves}
-        bands = {label: (tuple(b["low"]), tuple(b["high"]))
-                 for label, b in (curves.get("bands") or {}).items()}
-        return cls(name or str(record["id"]), tuple(curves["budgets"]), ra, bands)
+    def from_record(cls, record: Record) -> CurveSeries:
+        """A snapshot record's curves (bands included when present), named by its guard."""
+        return cls.from_curves(record.curves, record.id)
+
+    @classmethod
+    def from_curves(cls, curves: Curves, name: str) -> CurveSeries:
+        ra = {label: tuple(values) for label in CLASS_COLOURS if (values := getattr(curves, label)) is not None}
+        bands = {label: (tuple(band.low), tuple(band.high)) for label, band in curves.bands.items()}
+        return cls(name, tuple(curves.budgets), ra, bands)
 
 
 def _new_figure(width: float, height: float) -> Figure:

@@ -6,19 +6,19 @@ answers: each flip cost is an upper bound on that prompt's true flip cost, tight
 guards than others, so it is never merged or ranked with standard-suite margins. Runs say
 which they are in `run.json` (`protocol`, `search`) and snapshots in `meta.protocol`,
 `meta.provenance.search` and each record's `evaluation` (`snapshot.build_snapshot` writes
-them from the search); `require_one_protocol` is the check a publish or merge step runs
-before it puts results side by side.
+them from the search); the snapshot model refuses a protocol it does not know and a record
+whose search belongs to another (`snapshot_schema.check_snapshot`), and `margin publish`
+refuses adaptive runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Final, Literal
 
-from margin.errors import InputError
-
-STANDARD_PROTOCOL = "margin-flip-cost/1"
-ADAPTIVE_PROTOCOL = "margin-adaptive-flip-cost/1"
+STANDARD_PROTOCOL: Final = "margin-flip-cost/1"
+ADAPTIVE_PROTOCOL: Final = "margin-adaptive-flip-cost/1"
+#: The protocols of a leaderboard snapshot (`meta.protocol`): its version, which a reader checks.
+RankedProtocol = Literal["margin-flip-cost/1", "margin-adaptive-flip-cost/1"]
 ADAPTIVE_SEARCHES = frozenset({"adaptive", "bon"})  # bon: Best-of-N samples, stopped at a flip
 #: searches that ask about every candidate of the suite, as per-transform analyses need
 FULL_OBSERVATION_SEARCHES = frozenset({"exhaustive"})
@@ -34,42 +34,10 @@ ADAPTIVE_METHODOLOGY = (
 )
 
 
-def protocol_for(search: str) -> str:
+def protocol_for(search: str) -> RankedProtocol:
     return ADAPTIVE_PROTOCOL if search in ADAPTIVE_SEARCHES else STANDARD_PROTOCOL
 
 
 def observes_all(search: str) -> bool:
     """Whether a run by `search` holds a verdict for every candidate of its suite."""
     return search in FULL_OBSERVATION_SEARCHES
-
-
-def protocol_of(document: Mapping[str, Any]) -> str:
-    """The protocol of a snapshot (`meta.protocol`) or a run manifest (`protocol`, or the
-    protocol its `search` implies)."""
-    meta = document.get("meta")
-    if isinstance(meta, Mapping) and "protocol" in meta:
-        return str(meta["protocol"])
-    if "protocol" in document:
-        return str(document["protocol"])
-    if "search" in document:
-        return protocol_for(str(document["search"]))
-    raise InputError("no protocol: neither a snapshot nor a run manifest", field="protocol")
-
-
-def require_one_protocol(documents: Iterable[Mapping[str, Any]], names: Iterable[str] | None = None) -> str:
-    """The one protocol all documents share; InputError naming the odd one out otherwise."""
-    labels = list(names) if names is not None else None
-    first: str | None = None
-    for index, document in enumerate(documents):
-        protocol = protocol_of(document)
-        if first is None:
-            first = protocol
-        elif protocol != first:
-            where = labels[index] if labels else f"document {index + 1}"
-            raise InputError(
-                f"cannot put {protocol} results with {first} results: adaptive margins are upper "
-                "bounds and are never merged or ranked with standard-suite margins", path=where)
-    if first is None:
-        raise InputError("nothing to compare", field="protocol")
-    return first
-

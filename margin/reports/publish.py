@@ -21,21 +21,21 @@ from typing import Any
 from margin.errors import InputError
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.completeness import (
-    coverage_record,
-    describe,
-    meets,
+    Coverage,
     missing_reason,
     pair_coverage_of,
     pair_describe,
     pair_meets,
 )
+from margin.reports.documents import content_hash, pinned_url
 from margin.reports.effectiveness import effectiveness_record
-from margin.reports.observations import from_receipts
-from margin.reports.pairings import load_pairings, mark_provisional, merge_pairings
+from margin.reports.observations import PromptObservations, from_receipts
+from margin.reports.pairings import Pairings, load_pairings, mark_provisional, merge_pairings
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, observes_all, protocol_for
-from margin.reports.snapshot import build_snapshot, snapshot_entry
+from margin.reports.snapshot import SnapshotEntry, build_snapshot, measured_on, snapshot_entry
+from margin.reports.snapshot_schema import Record, Snapshot
 from margin.runfolder import RunDir, dumps, load_run
-from margin.util.hashing import canonical_json, sha256_text
+from margin.util.hashing import sha256_text
 from margin.util.safefiles import atomic_write_text, check_date
 
 
@@ -114,21 +114,37 @@ def same_id(first: RunDir, second: RunDir) -> str:
             "(join shards or retries with `margin merge` first)")
 
 
-def run_coverage(run: RunDir) -> dict[str, Any]:
-    """The run's coverage record, the reason read from its receipts when something is missing."""
-    reason = None
-    if any(r.status == "missing" for r in run.results) and run.receipts_path.is_file():
-        reason = missing_reason(run.receipts(), run.results)
-    return coverage_record(run.results, reason)
+@dataclass(frozen=True)
+class RunEvidence:
+    """What publish reads of one run beyond its record and results, each read once: its
+    coverage (with the reason its receipts give for a missing prompt) and, for a search that
+    asks about every candidate, its observations (for the effectiveness figures)."""
+
+    run: RunDir
+    coverage: Coverage
+    observations: list[PromptObservations] | None  # None: a search that does not observe all
 
 
-def check_coverage(runs: Sequence[RunDir], studies: Sequence[tuple[str, dict[str, Any]]],
+def run_evidence(run: RunDir) -> RunEvidence:
+    """One pass over the run's receipts, and only when something needs them: a missing
+    prompt's reason, or an exhaustive run's observations (a complete cheapest run's receipts
+    are never read)."""
+    missing = any(r.status == "missing" for r in run.results)
+    exhaustive = observes_all(run.search)
+    lines = list(run.receipts()) if exhaustive or (missing and run.receipts_path.is_file()) else []
+    reason = missing_reason(lines, run.results) if missing and run.receipts_path.is_file() else None
+    observations = from_receipts(lines, run.results) if exhaustive else None
+    return RunEvidence(run, Coverage.of(run.results, reason), observations)
+
+
+def check_coverage(runs: Sequence[RunEvidence], studies: Sequence[tuple[str, Pairings]],
                    min_coverage: float) -> None:
     """Refuse evidence below `min_coverage`, naming every such run and pair with its coverage."""
-    short = [f"{run.path}: {describe(cov)}" for run in runs if not meets(cov := run_coverage(run), min_coverage)]
+    short = [f"{ev.run.path}: {ev.coverage.describe()}" for ev in runs if not ev.coverage.meets(min_coverage)]
     for where, pairings in studies:
+        pairs = [pair.document() for pair in pairings.data]  # the pair rules still read a pair's JSON
         short += [f"{where}: {pair['guard_id']} x {pair['model_id']}: {pair_describe(pair_coverage_of(pair) or {})}"
-                  for pair in pairings["data"] if not pair_meets(pair, min_coverage)]
+                  for pair in pairs if not pair_meets(pair, min_coverage)]
     if short:
         below = "incomplete" if min_coverage >= 1 else f"below --min-coverage {100 * min_coverage:g}%"
         raise InputError(f"{below}, refusing to publish: " + " | ".join(short) + " (retry what is missing with "
@@ -144,31 +160,25 @@ def run_provenance(run: RunDir) -> dict[str, Any]:
     return {k: meta.get(k) for k in ("margin_version", "git_commit")}
 
 
-def build_leaderboard(runs: Sequence[RunDir], date: dt.date, spec: BootstrapSpec | None = None,
-                      min_coverage: float = 1.0) -> dict[str, Any]:
-    entries = [snapshot_entry(run.guard, run.results, run.budget,
-                              {"search": run.search, "seed": run.record.seed, **run_provenance(run),
-                               **({"target": run.record.target} if run.record.target else {})},
-                              spec, reason=run_coverage(run)["reason"])
-               for run in runs]
-    first = runs[0].record
+def leaderboard_entry(evidence: RunEvidence, spec: BootstrapSpec | None) -> SnapshotEntry:
+    run = evidence.run
+    return snapshot_entry(run.guard, run.results, run.budget,
+                          {"search": run.search, "seed": run.record.seed, **run_provenance(run),
+                           **({"target": run.record.target} if run.record.target else {})},
+                          spec, coverage=evidence.coverage)
+
+
+def build_leaderboard(evidence: Sequence[RunEvidence], date: dt.date, spec: BootstrapSpec | None = None,
+                      min_coverage: float = 1.0) -> Snapshot:
+    entries = [leaderboard_entry(ev, spec) for ev in evidence]
+    runs = [ev.run for ev in evidence]
     provenance = {
-        "dataset": {"name": first.dataset.name, "sha256": first.dataset.sha256},
-        "suite": {"name": first.suite.name, "sha256": first.suite.sha256},
-        "budget": runs[0].budget,
-        "cost_norm": first.cost_norm,
-        "corpus_mean_length": first.corpus_mean_length,
-        **({"target": first.target} if first.target else {}),
+        **measured_on(runs[0].record),
+        "budget": runs[0].budget,  # as a float, as published leaderboards always wrote it
         "prompts": len(runs[0].results),
         "seeds": sorted({run.record.seed for run in runs}, key=str),
     }
     return build_snapshot(entries, provenance, date, spec=spec, min_coverage=min_coverage)
-
-
-def content_hash(snapshot: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON with meta.snapshot_url set to null (the url names the hash)."""
-    body = {**snapshot, "meta": {**snapshot["meta"], "snapshot_url": None}}
-    return sha256_text(canonical_json(body))
 
 
 def write_immutable(path: Path, text: str) -> None:
@@ -190,14 +200,13 @@ def address(snapshot: dict[str, Any], kind: str, base_url: str | None) -> tuple[
     """(file name, snapshot with meta.snapshot_url set), the name from date and content hash."""
     # The date is checked again here, where it becomes a file name (the schemas check it on reading).
     name = f"margin-{kind}-{check_date(str(snapshot['meta']['snapshot_date']))}-{content_hash(snapshot)[:16]}.json"
-    url = f"{base_url.rstrip('/')}/{name}" if base_url else name
-    return name, {**snapshot, "meta": {**snapshot["meta"], "snapshot_url": url}}
+    return name, {**snapshot, "meta": {**snapshot["meta"], "snapshot_url": pinned_url(name, base_url)}}
 
 
 @dataclass
 class Published:
-    leaderboard: dict[str, Any] | None = None
-    pairings: dict[str, Any] | None = None
+    leaderboard: Snapshot | None = None
+    pairings: Pairings | None = None
     files: list[Path] = field(default_factory=list)
     effectiveness: dict[str, dict[str, Any]] = field(default_factory=dict)  # guard id -> record
 
@@ -231,35 +240,37 @@ def publish(paths: Sequence[Path], out_dir: Path, *, base_url: str | None = None
     pairings_in = [(str(p), load_pairings(p)) for p in study_paths]  # validate everything before writing
     if runs:
         check_publishable(runs)
+    evidence = [run_evidence(run) for run in runs]
     if not allow_incomplete:
-        check_coverage(runs, pairings_in, min_coverage)
+        check_coverage(evidence, pairings_in, min_coverage)
     published = Published()
     if runs:
-        name, snapshot = address(build_leaderboard(runs, date, min_coverage=min_coverage), "guardrails", base_url)
-        text = dumps(snapshot) + "\n"
+        built = build_leaderboard(evidence, date, min_coverage=min_coverage)
+        name, snapshot = built.file_name(), built.at(base_url)
+        text = dumps(snapshot.document()) + "\n"
         write_immutable(out_dir / name, text)
         write_latest(out_dir / "guardrails.json", text)  # the latest, as the API serves it
         published.leaderboard = snapshot
         published.files += [out_dir / name, out_dir / "guardrails.json"]
-        for run in runs:
-            if observes_all(run.search):
-                observations = from_receipts(run.receipts(), run.results)
-                published.effectiveness[run.guard.id] = effectiveness_record(observations, families)
+        for ev in evidence:
+            if ev.observations is not None:
+                published.effectiveness[ev.run.guard.id] = effectiveness_record(ev.observations, families)
         if plots:
             published.files += leaderboard_plots(snapshot, published.effectiveness, out_dir / name[:-5])
     if pairings_in:
-        name, pairings = address(mark_provisional(merge_pairings(pairings_in, date)), "pairings", base_url)
-        text = dumps(pairings) + "\n"
+        merged = mark_provisional(merge_pairings(pairings_in, date))
+        name, pairings = merged.file_name(), merged.at(base_url)
+        text = dumps(pairings.document()) + "\n"
         write_immutable(out_dir / name, text)
         write_latest(out_dir / "pairings.json", text)
         published.pairings = pairings
         published.files += [out_dir / name, out_dir / "pairings.json"]
         if plots:
-            published.files += pairings_plots(pairings, out_dir / name[:-5])
+            published.files += pairings_plots(pairings.document(), out_dir / name[:-5])
     return published
 
 
-def leaderboard_plots(snapshot: dict[str, Any], effects: dict[str, dict[str, Any]], stem: Path) -> list[Path]:
+def leaderboard_plots(snapshot: Snapshot, effects: dict[str, dict[str, Any]], stem: Path) -> list[Path]:
     from margin.reports.plots import (
         CurveSeries,
         curves_figure,
@@ -268,12 +279,12 @@ def leaderboard_plots(snapshot: dict[str, Any], effects: dict[str, dict[str, Any
         save,
     )
 
-    prov = snapshot["meta"]["provenance"]
-    title = f"{prov['dataset']['name']} · {prov['suite']['name']} suite · budget {prov['budget']:g}"
-    files = save(curves_figure([CurveSeries.from_record(r) for r in snapshot["data"]], title),
+    prov = snapshot.meta.provenance
+    title = f"{prov.dataset.name} · {prov.suite.name} suite · budget {prov.budget:g}"
+    files = save(curves_figure([CurveSeries.from_record(r) for r in snapshot.data], title),
                  stem.with_name(stem.name + "-curves"))
-    points = [(r["id"], _error(r, "safe"), _error(r, "unsafe")) for r in snapshot["data"]]
-    files += save(fpr_fnr_figure(points, f"original prompts of {prov['dataset']['name']}"),
+    points = [(r.id, _error(r, "safe"), _error(r, "unsafe")) for r in snapshot.data]
+    files += save(fpr_fnr_figure(points, f"original prompts of {prov.dataset.name}"),
                   stem.with_name(stem.name + "-fpr-fnr"))
     if effects:
         rows, columns, values = effectiveness_grid(effects)
@@ -282,8 +293,8 @@ def leaderboard_plots(snapshot: dict[str, Any], effects: dict[str, dict[str, Any
     return files
 
 
-def _error(record: dict[str, Any], label: str) -> float | None:
-    acc = record.get("clean_accuracy", {}).get(label)
+def _error(record: Record, label: str) -> float | None:
+    acc = record.clean_accuracy.get(label)
     return None if acc is None else 1.0 - acc / 100.0
 
 

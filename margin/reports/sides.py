@@ -17,9 +17,9 @@ from typing import Any
 
 from margin.errors import InputError
 from margin.reports.bootstrap import BootstrapSpec
-from margin.reports.protocols import protocol_of
+from margin.reports.protocols import protocol_for
 from margin.reports.snapshot import record, snapshot_entry
-from margin.reports.snapshot_schema import validate_snapshot
+from margin.reports.snapshot_schema import Provenance, Record, validate_snapshot
 from margin.runfolder import RunDir, load_run, read_json
 from margin.types import SearchResult
 
@@ -30,7 +30,7 @@ TERMS = ("target", "protocol", "dataset", "suite", "budget", "cost_norm", "promp
 @dataclass(frozen=True)
 class Side:
     source: str  # the path as the user gave it
-    record: dict[str, Any]  # a snapshot record: figures, intervals, clean accuracy, slices
+    record: Record  # a snapshot record: figures, intervals, clean accuracy, slices
     terms: dict[str, Any]  # TERMS' values; `prompts` is a count
     results: list[SearchResult] | None = None  # None: a snapshot, which has no per-prompt results
     run: RunDir | None = None
@@ -41,30 +41,23 @@ class Side:
 
     @property
     def guard_id(self) -> str:
-        return str(self.record.get("id", ""))
+        return self.record.id
 
 
-def _named(value: Any) -> str:
+def _named(name: str | None, sha256: str | None) -> str:
     """A dataset or suite as `name (sha256 prefix)`: the bytes decide, the name helps."""
-    if isinstance(value, dict):
-        return f"{value.get('name')} ({str(value.get('sha256') or '')[:12]})"
-    return str(value)
-
-
-def _terms(protocol: str, provenance: dict[str, Any], prompts: int | None) -> dict[str, Any]:
-    """TERMS' values; a record without `target` (every prompt run's) judged the prompt."""
-    budget = provenance.get("budget")
-    return {"target": provenance.get("target") or "prompt", "protocol": protocol, "dataset": _named(provenance.get("dataset")),
-            "suite": _named(provenance.get("suite")),
-            "budget": None if budget is None else float(budget),
-            "cost_norm": provenance.get("cost_norm", "corpus"), "prompts": prompts}
+    return f"{name} ({str(sha256 or '')[:12]})"
 
 
 def run_side(path: Path, spec: BootstrapSpec | None = None) -> Side:
     run = load_run(path)
     entry = snapshot_entry(run.guard, run.results, run.budget,
                            {"search": run.search, "seed": run.record.seed}, spec)
-    terms = _terms(protocol_of(run.manifest), run.manifest, len(run.results))
+    rec = run.record
+    terms = {"target": rec.target or "prompt", "protocol": rec.protocol or protocol_for(rec.search),
+             "dataset": _named(rec.dataset.name, rec.dataset.sha256),
+             "suite": _named(rec.suite.name, rec.suite.sha256), "budget": float(rec.budget),
+             "cost_norm": rec.cost_norm, "prompts": len(run.results)}
     return Side(str(path), record(entry, 1), terms, list(run.results), run)
 
 
@@ -75,20 +68,22 @@ def snapshot_side(path: Path, guard_id: str | None = None) -> Side:
     if not isinstance(meta, dict) or not isinstance(data, list) or not data:
         raise InputError("not a margin snapshot (expected `meta` and a non-empty `data`)", path=path)
     # The snapshot model, as the site reads it: finite numbers of the right types, string ids.
-    validate_snapshot(document, path)
-    records = [r for r in data if isinstance(r, dict)]
+    snapshot = validate_snapshot(document, path)
+    records = snapshot.data
     if len(records) > 1:
-        chosen = [r for r in records if r.get("id") == guard_id]
+        chosen = [r for r in records if r.id == guard_id]
         if len(chosen) != 1:
-            ids = ", ".join(str(r.get("id")) for r in records)
+            ids = ", ".join(r.id for r in records)
             raise InputError(f"holds {len(records)} guards ({ids}): pass a run folder or a snapshot of one "
                              "guard", path=path)
         records = chosen
-    found = meta.get("provenance")
-    provenance: dict[str, Any] = found if isinstance(found, dict) else {}
-    prompts = provenance.get("prompts")
-    return Side(str(path), records[0], _terms(protocol_of(document), provenance,
-                                              None if prompts is None else int(prompts)))
+    provenance: Provenance = snapshot.meta.provenance
+    prompts = getattr(provenance, "prompts", None)
+    terms = {"target": getattr(provenance, "target", None) or "prompt", "protocol": snapshot.meta.protocol,
+             "dataset": _named(provenance.dataset.name, provenance.dataset.sha256),
+             "suite": _named(provenance.suite.name, provenance.suite.sha256), "budget": float(provenance.budget),
+             "cost_norm": provenance.cost_norm if "cost_norm" in provenance.model_fields_set else "corpus", "prompts": None if prompts is None else int(prompts)}
+    return Side(str(path), records[0], terms)
 
 
 def load_side(path: Path, spec: BootstrapSpec | None = None, *, guard_id: str | None = None) -> Side:

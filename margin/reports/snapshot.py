@@ -1,5 +1,6 @@
-"""Snapshots: JSON in the shape the public Margin API uses (`meta` and ranked `data`), built
-through the one snapshot model (`snapshot_schema`) with its protocol decided as it is built."""
+"""Snapshots: the one snapshot model (`snapshot_schema.Snapshot`, JSON in the shape the public
+Margin API uses: `meta` and ranked `data`), built from guards' results with its protocol
+decided as it is built."""
 
 from __future__ import annotations
 
@@ -9,17 +10,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from margin.reports.bootstrap import FIGURES, BootstrapSpec, Interval
-from margin.reports.completeness import coverage_record, meets
+from margin.reports.completeness import Coverage
 from margin.reports.headline import Figures, compute_figures, compute_slices
 from margin.reports.protocols import (
     ADAPTIVE_CAVEAT,
     ADAPTIVE_METHODOLOGY,
     ADAPTIVE_PROTOCOL,
     STANDARD_PROTOCOL,
+    RankedProtocol,
 )
 from margin.reports.snapshot_schema import (
     Band,
-    Coverage,
     Curves,
     Evaluation,
     FigureSet,
@@ -28,6 +29,7 @@ from margin.reports.snapshot_schema import (
     Record,
     Snapshot,
 )
+from margin.runrecord import RunRecord
 from margin.types import HEADLINE_FIGURES, GuardInfo, MarginReport, SearchResult
 from margin.util.provenance import git_commit, margin_version
 
@@ -61,9 +63,9 @@ UNITS = {
 class SnapshotEntry:
     guard: GuardInfo
     figures: Figures
+    coverage: Coverage
     slices: dict[str, dict[str, Figures]] = field(default_factory=dict)
     evaluation: dict[str, Any] = field(default_factory=dict)
-    coverage: dict[str, Any] = field(default_factory=dict)  # completeness.coverage_record
 
     @property
     def report(self) -> MarginReport:
@@ -72,12 +74,12 @@ class SnapshotEntry:
 
 def snapshot_entry(guard: GuardInfo, results: Sequence[SearchResult], budget: float,
                    evaluation: dict[str, Any] | None = None,
-                   spec: BootstrapSpec | None = None, reason: str | None = None) -> SnapshotEntry:
+                   spec: BootstrapSpec | None = None, coverage: Coverage | None = None) -> SnapshotEntry:
     """Figures, intervals, slices and coverage of one guard's results, ready for `build_snapshot`;
-    `reason` is what the first missing prompt's receipts say (completeness.missing_reason)."""
-    return SnapshotEntry(guard, compute_figures(results, budget, spec=spec),
-                         compute_slices(results, budget, spec=spec), dict(evaluation or {}),
-                         coverage_record(results, reason))
+    `coverage` is `Coverage.of` the results with the reason their receipts give, where read."""
+    coverage = coverage or Coverage.of(results, None)
+    return SnapshotEntry(guard, compute_figures(results, budget, spec=spec), coverage,
+                         compute_slices(results, budget, spec=spec), dict(evaluation or {}))
 
 
 def guard_evaluation(guard: GuardInfo) -> dict[str, Any]:
@@ -122,30 +124,33 @@ def figure_set(figures: Figures, *, bands: bool = True) -> FigureSet:
                      curves=curves_of(figures, bands))
 
 
-def figures_record(figures: Figures, *, bands: bool = True) -> dict[str, Any]:
-    return figure_set(figures, bands=bands).document()
-
-
-def record_model(entry: SnapshotEntry, rank: int | None, protocol: str = STANDARD_PROTOCOL) -> Record:
+def record(entry: SnapshotEntry, rank: int | None, protocol: RankedProtocol = STANDARD_PROTOCOL) -> Record:
     """One guard's snapshot record; `rank` None for a guard that is not ranked (incomplete).
     An adaptive record says its costs are upper bounds (a caveat and `upper_bound`)."""
-    report = entry.figures.report
     evaluation = {**guard_evaluation(entry.guard), **entry.evaluation}
     if protocol == ADAPTIVE_PROTOCOL:
         evaluation["caveats"] = [*evaluation["caveats"], ADAPTIVE_CAVEAT]
         evaluation["upper_bound"] = True
     return Record(
         id=entry.guard.id, rank=rank, **headline(entry.figures), evaluation=Evaluation(**evaluation),
-        coverage=Coverage(**{"scored": report.n, "missing": report.missing, **entry.coverage}),
+        coverage=entry.coverage,
         curves=curves_of(entry.figures, bands=True),
         slices={dimension: {value: figure_set(f, bands=False) for value, f in values.items()}
                 for dimension, values in entry.slices.items()},
     )
 
 
-def record(entry: SnapshotEntry, rank: int | None) -> dict[str, Any]:
-    """One guard's snapshot record as JSON (`record_model`'s)."""
-    return record_model(entry, rank).document()
+def measured_on(record: RunRecord) -> dict[str, Any]:
+    """What a snapshot's `meta.provenance` says was measured, from the run record: a run's own
+    snapshot and publish's leaderboard both start from it (and add what is theirs after it)."""
+    return {
+        "dataset": {"name": record.dataset.name, "sha256": record.dataset.sha256},
+        "suite": {"name": record.suite.name, "sha256": record.suite.sha256},
+        "budget": record.budget,
+        "cost_norm": record.cost_norm,
+        "corpus_mean_length": record.corpus_mean_length,
+        **({"target": record.target} if record.target else {}),  # costs are per 100 characters of these turns
+    }
 
 
 def rank_key(entry: SnapshotEntry) -> tuple[float, str]:
@@ -155,15 +160,14 @@ def rank_key(entry: SnapshotEntry) -> tuple[float, str]:
 
 def is_ranked(entry: SnapshotEntry, min_coverage: float) -> bool:
     """A guard is ranked only on figures from enough of each class's prompts (never on none)."""
-    return meets(entry.coverage, min_coverage) and any(entry.report.n.values())
+    return entry.coverage.meets(min_coverage) and any(entry.report.n.values())
 
 
 def build_snapshot(entries: Sequence[SnapshotEntry], provenance: dict[str, Any],
                    date: dt.date | None = None, *, snapshot_url: str | None = None,
                    spec: BootstrapSpec | None = None, min_coverage: float = 1.0,
-                   protocol: str = STANDARD_PROTOCOL) -> dict[str, Any]:
-    """Ranked guards by balanced margin, then the unranked (incomplete) ones by id, rank null;
-    built through `snapshot_schema.Snapshot`, the model `margin site` reads it back with."""
+                   protocol: RankedProtocol = STANDARD_PROTOCOL) -> Snapshot:
+    """Ranked guards by balanced margin, then the unranked (incomplete) ones by id, rank null."""
     ranked = sorted((e for e in entries if is_ranked(e, min_coverage)), key=rank_key)
     unranked = sorted((e for e in entries if not is_ranked(e, min_coverage)), key=lambda e: e.guard.id)
     meta = Meta(
@@ -176,6 +180,6 @@ def build_snapshot(entries: Sequence[SnapshotEntry], provenance: dict[str, Any],
         provenance=Provenance(margin_version=margin_version(), git_commit=git_commit(), **provenance),
         min_coverage=min_coverage,
     )
-    data = ([record_model(entry, rank, protocol) for rank, entry in enumerate(ranked, start=1)]
-            + [record_model(entry, None, protocol) for entry in unranked])
-    return Snapshot(meta=meta, data=data).document()
+    data = ([record(entry, rank, protocol) for rank, entry in enumerate(ranked, start=1)]
+            + [record(entry, None, protocol) for entry in unranked])
+    return Snapshot(meta=meta, data=data)

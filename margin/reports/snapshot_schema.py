@@ -1,7 +1,13 @@
-"""The leaderboard snapshot's one model: `snapshot.build_snapshot` writes through it, and
-`validate_snapshot` reads with it when a snapshot comes back (`margin site`), checking the
-fields the public Margin API promises, one known protocol throughout, ranks in order and
-robust-accuracy curves that are step functions on [0, B] with fractions 0..1.
+"""The leaderboard snapshot's one model: `snapshot.build_snapshot` builds it and
+`validate_snapshot` reads it back (`margin site`, `diff`, `check`), checking the fields the
+public Margin API promises, one known protocol throughout, ranks in order and robust-accuracy
+curves that are step functions on [0, B] with fractions 0..1. Callers hold the model and read
+it by attribute; `document()` is the JSON object, written only where a file is.
+
+The snapshot's version is its `meta.protocol` (a `Literal`): a file of another protocol is
+refused by name. Older files of a known protocol lack fields written since (`min_coverage`,
+a record's coverage `total`, `invalid`, `complete`): those stay unset, so the model writes the
+file back as it was, and the rules that need them derive them (`Coverage.totals`).
 
 Fields are declared in the order a snapshot writes them and numbers keep their type, so a
 snapshot built through the model is the JSON it always was. Every number is a finite int or
@@ -11,48 +17,21 @@ read, with the field that holds one."""
 from __future__ import annotations
 
 import datetime as dt
-import math
-import numbers
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any, ClassVar
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    ValidationError,
-    conlist,
-    field_serializer,
-    field_validator,
-)
+from pydantic import conlist, field_serializer, field_validator
 
 from margin.errors import InputError
-from margin.reports.completeness import describe, is_complete, meets
-from margin.reports.protocols import ADAPTIVE_PROTOCOL, STANDARD_PROTOCOL, protocol_for
+from margin.reports.completeness import Coverage
+from margin.reports.documents import Document, Number, Open, read_model
+from margin.reports.protocols import (
+    ADAPTIVE_PROTOCOL,
+    STANDARD_PROTOCOL,
+    RankedProtocol,
+    protocol_for,
+)
 from margin.util.safefiles import check_date, check_id
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # "12.5" is not coerced
-        raise ValueError(f"Input should be a finite number, not {type(value).__name__}")
-    if not math.isfinite(value):
-        raise ValueError(f"Input should be a finite number, not {value}")
-    return value
-
-
-#: A number as it was given: an int stays an int (a budget of 100 is written `100`, never `100.0`).
-Number = Annotated[int | float, BeforeValidator(_finite)]
-
-
-class Open(BaseModel):
-    """A part of a snapshot: the fields it declares, in the order a snapshot writes them, and
-    any others kept as they are (snapshots gain fields; an older reader must not drop them)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    def document(self) -> dict[str, Any]:
-        """The JSON object: what was set, nothing a default filled in."""
-        return self.model_dump(exclude_unset=True)
 
 
 class Band(Open):
@@ -67,15 +46,6 @@ class Curves(Open):
     bands: dict[str, Band] = {}
 
 
-class Coverage(Open):
-    scored: dict[str, int]
-    missing: dict[str, int]
-    total: dict[str, int] | None = None
-    invalid: dict[str, int] | None = None
-    complete: bool | None = None
-    reason: str | None = None
-
-
 class Headline(Open):
     """The headline figures (`types.HEADLINE_FIGURES`, in that order) with their intervals."""
 
@@ -85,6 +55,15 @@ class Headline(Open):
     clean_balanced_accuracy: Number | None
     confidence_intervals: dict[str, conlist(Number, min_length=2, max_length=2) | None] = {}  # type: ignore[valid-type]
     clean_accuracy: dict[str, Number | None] = {}
+
+    def figure(self, name: str) -> float | None:
+        """A headline figure, or one class's clean accuracy named `clean_{label}_accuracy`."""
+        if name in Headline.model_fields:
+            return getattr(self, name)  # type: ignore[no-any-return]
+        return self.clean_accuracy.get(name.removeprefix("clean_").removesuffix("_accuracy"))
+
+    def interval(self, name: str) -> list[float] | None:
+        return self.confidence_intervals.get(name)
 
 
 class FigureSet(Headline):
@@ -154,7 +133,7 @@ class Provenance(Open):
 class Meta(Open):
     snapshot_date: dt.date
     snapshot_url: str | None = None
-    protocol: str
+    protocol: RankedProtocol
     units: dict[str, str] = {}
     methodology: str
     confidence_intervals: dict[str, Any] = {}
@@ -166,6 +145,14 @@ class Meta(Open):
     def _date(cls, value: Any) -> Any:
         # Part of the snapshot's file name: exactly YYYY-MM-DD, never a path or a timestamp.
         return value if isinstance(value, dt.date) else check_date(value)
+
+    @field_validator("protocol", mode="before")
+    @classmethod
+    def _known(cls, protocol: Any) -> Any:
+        if protocol not in (STANDARD_PROTOCOL, ADAPTIVE_PROTOCOL):
+            raise ValueError(f"unknown protocol {protocol!r}; this margin reads {STANDARD_PROTOCOL} and "
+                             f"{ADAPTIVE_PROTOCOL}")
+        return protocol
 
     @field_validator("min_coverage")
     @classmethod
@@ -179,9 +166,13 @@ class Meta(Open):
         return date.isoformat()
 
 
-class Snapshot(Open):
+class Snapshot(Document):
+    KIND: ClassVar[str] = "guardrails"
     meta: Meta
     data: list[Record]
+
+    def record(self, guard_id: str) -> Record | None:
+        return next((r for r in self.data if r.id == guard_id), None)
 
 
 def _check_curves(curves: Curves, budget: float, where: str | Path, at: str) -> None:
@@ -205,34 +196,30 @@ def _check_rank(rec: Record, index: int, data: list[Record], min_coverage: float
     """Ranked records come first, 1, 2, ...; an unranked one (rank null) is incomplete and
     follows them; a ranked one meets the snapshot's min_coverage; `complete` agrees with `missing`."""
     at = f"data[{index}]"
-    coverage = rec.coverage.model_dump()
-    if rec.coverage.complete is not None and rec.coverage.complete != is_complete(coverage):
+    coverage = rec.coverage
+    if coverage.complete is not None and coverage.complete != coverage.is_complete():
         raise InputError("complete disagrees with the missing counts", path=where, field=f"{at}.coverage.complete")
     if rec.rank is None:
-        if is_complete(coverage) and any(rec.coverage.scored.values()):
+        if coverage.is_complete() and any(coverage.scored.values()):
             raise InputError("a complete record must be ranked", path=where, field=f"{at}.rank")
         return
     if rec.rank != index + 1 or any(r.rank is None for r in data[:index]):
         raise InputError(f"rank {rec.rank} at position {index + 1}: records must be in rank order, "
                          "unranked ones last", path=where, field=f"{at}.rank")
-    if min_coverage is not None and not meets(coverage, min_coverage):
+    if min_coverage is not None and not coverage.meets(min_coverage):
         raise InputError(f"ranked with coverage below the snapshot's min_coverage {100 * min_coverage:g}%: "
-                         + describe(coverage), path=where, field=f"{at}.rank")
+                         + coverage.describe(), path=where, field=f"{at}.rank")
 
 
-def validate_snapshot(snapshot: Any, where: str | Path) -> dict[str, Any]:
-    """Check a leaderboard snapshot's shape and internal consistency (known protocol, ranks in
-    order, one protocol throughout, curves that are step functions on [0, B]); returns it unchanged."""
-    try:
-        parsed = Snapshot.model_validate(snapshot)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InputError(first["msg"].removeprefix("Value error, "), path=where,
-                         field=".".join(str(p) for p in first["loc"])) from None
+def validate_snapshot(snapshot: Any, where: str | Path) -> Snapshot:
+    """A leaderboard snapshot read into the model and checked for internal consistency (known
+    protocol, ranks in order, one protocol throughout, curves that are step functions on [0, B])."""
+    return check_snapshot(read_model(Snapshot, snapshot, where), where)
+
+
+def check_snapshot(parsed: Snapshot, where: str | Path) -> Snapshot:
+    """What the model's fields alone cannot say: ranks, protocols, ids and curves agree."""
     protocol = parsed.meta.protocol
-    if protocol not in (STANDARD_PROTOCOL, ADAPTIVE_PROTOCOL):
-        raise InputError(f"unknown protocol {protocol!r}; this margin reads {STANDARD_PROTOCOL} and {ADAPTIVE_PROTOCOL}",
-                         path=where, field="meta.protocol")
     budget = parsed.meta.provenance.budget
     seen: set[str] = set()
     for index, rec in enumerate(parsed.data):
@@ -251,4 +238,4 @@ def validate_snapshot(snapshot: Any, where: str | Path) -> dict[str, Any]:
     ranked = sorted(margins, key=lambda m: -(m if m is not None else -1.0))
     if margins != ranked:
         raise InputError("records are not ordered by balanced margin", path=where, field="data")
-    return snapshot  # type: ignore[no-any-return]
+    return parsed

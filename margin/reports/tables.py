@@ -1,7 +1,7 @@
 """Rich tables for `margin report`, `margin score` and `margin publish`.
 
-Every builder reads plain records (a snapshot record, analysis records, results), so a table
-shows exactly the numbers a JSON file holds. Intervals print as `value [low, high]`.
+Every builder reads what a JSON file holds (a snapshot record as its model, analysis records,
+results), so a table shows exactly those numbers. Intervals print as `value [low, high]`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from margin.reports.completeness import describe, is_complete, scored_of_total, totals
+from margin.reports.completeness import Coverage
 from margin.reports.metrics import ONE_EDIT_TAG
 from margin.reports.observations import CallCoverage
+from margin.reports.snapshot_schema import FigureSet, Record, Snapshot
 from margin.types import HEADLINE_FIGURES, LABELS, SearchResult
 from margin.util.display import make_visible
 
@@ -44,68 +45,59 @@ def with_ci(value: float | None, interval: Sequence[float] | None, digits: int =
     return f"{value:.{digits}f} [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
 
 
-def figure_value(record: Mapping[str, Any], name: str) -> float | None:
-    if name in record:
-        return record[name]  # type: ignore[no-any-return]
-    label = name.removeprefix("clean_").removesuffix("_accuracy")
-    return record.get("clean_accuracy", {}).get(label)  # type: ignore[no-any-return]
-
-
-def margins_table(record: Mapping[str, Any], title: str = "") -> Table:
+def margins_table(record: Record, title: str = "") -> Table:
     """One guard's headline figures with their 95% intervals."""
-    cov = record.get("coverage", {})
-    mark = "" if is_complete(cov) else f" — [bold red]INCOMPLETE[/bold red]: {escape(describe(cov))}"
-    table = Table(title=(title or f"margin — {escape(str(record.get('id', '')))}") + mark)
+    cov = record.coverage
+    mark = "" if cov.is_complete() else f" — [bold red]INCOMPLETE[/bold red]: {escape(cov.describe())}"
+    table = Table(title=(title or f"margin — {escape(record.id)}") + mark)
     table.add_column("figure")
     table.add_column("value [95% CI]", justify="right")
-    cis = record.get("confidence_intervals", {})
     for name, label in HEADLINE:
-        table.add_row(label, with_ci(figure_value(record, name), cis.get(name)))
-    scored, missing, invalid = cov.get("scored", {}), cov.get("missing", {}), cov.get("invalid", {})
-    total = totals(cov)
+        table.add_row(label, with_ci(record.figure(name), record.interval(name)))
+    scored, missing, invalid = cov.scored, cov.missing, cov.invalid or {}
+    total = cov.totals()
     table.add_row("prompts (unsafe / safe)", f"{total.get('unsafe', 0)} / {total.get('safe', 0)}")
     table.add_row("prompts scored (unsafe / safe)", f"{scored.get('unsafe', 0)} / {scored.get('safe', 0)}")
     table.add_row("prompts missing (unsafe / safe)", f"{missing.get('unsafe', 0)} / {missing.get('safe', 0)}")
     table.add_row("decided by an invalid output (unsafe / safe)", f"{invalid.get('unsafe', 0)} / {invalid.get('safe', 0)}")
-    evaluation = record.get("evaluation", {})
-    if evaluation.get("target"):  # a response run: its cases, costs and margins are its responses'
-        table.add_row("target", f"{escape(str(evaluation['target']))} (costs per 100 characters of the target turns)")
-    if evaluation.get("scope"):
-        table.add_row("scope", escape(str(evaluation["scope"])))
-    for caveat in evaluation.get("caveats", []):
+    evaluation = record.evaluation
+    target = getattr(evaluation, "target", None)  # a response run: its cases, costs and margins are its responses'
+    if target:
+        table.add_row("target", f"{escape(str(target))} (costs per 100 characters of the target turns)")
+    if evaluation.scope:
+        table.add_row("scope", escape(str(evaluation.scope)))
+    for caveat in evaluation.caveats:
         table.add_row("caveat", escape(str(caveat)))
     return table
 
 
-def leaderboard_table(snapshot: Mapping[str, Any], title: str = "leaderboard") -> Table:
+def leaderboard_table(snapshot: Snapshot, title: str = "leaderboard") -> Table:
     table = Table(title=title)
     for column in ("rank", "guard", "balanced", "unsafe", "safe", "clean bal. acc. %"):
         table.add_column(column, justify="left" if column == "guard" else "right")
-    for r in snapshot["data"]:
-        cis = r.get("confidence_intervals", {})
-        cov = r.get("coverage", {})
-        name = escape(r["id"]) + ("" if is_complete(cov) else f" [red](incomplete: {escape(scored_of_total(cov))})[/red]")
-        table.add_row("—" if r["rank"] is None else str(r["rank"]), name,
-                      *(with_ci(r[n], cis.get(n)) for n in HEADLINE_FIGURES))
+    for r in snapshot.data:
+        cov = r.coverage
+        name = escape(r.id) + ("" if cov.is_complete() else f" [red](incomplete: {escape(cov.scored_of_total())})[/red]")
+        table.add_row("—" if r.rank is None else str(r.rank), name,
+                      *(with_ci(r.figure(n), r.interval(n)) for n in HEADLINE_FIGURES))
     return table
 
 
-def slices_table(dimension: str, slices: Mapping[str, Mapping[str, Any]]) -> Table:
+def slices_table(dimension: str, slices: Mapping[str, FigureSet]) -> Table:
     """Every figure per slice value (a type, or a tag column's value)."""
     table = Table(title=f"slices by {dimension}")
     for column in ("slice", "n unsafe/safe", "unsafe margin", "safe margin", "balanced", "clean acc. %"):
         table.add_column(column, justify="left" if column == "slice" else "right")
     for value, r in slices.items():
-        cis = r.get("confidence_intervals", {})
-        n = r.get("coverage", {}).get("scored", {})
-        clean = r.get("clean_balanced_accuracy")
-        clean_text = with_ci(clean, cis.get("clean_balanced_accuracy"), 1) if clean is not None else " / ".join(
-            with_ci(figure_value(r, f"clean_{label}_accuracy"), cis.get(f"clean_{label}_accuracy"), 1)
-            for label in LABELS if figure_value(r, f"clean_{label}_accuracy") is not None)
+        n = r.coverage.scored if r.coverage is not None else {}
+        clean = r.clean_balanced_accuracy
+        clean_text = with_ci(clean, r.interval("clean_balanced_accuracy"), 1) if clean is not None else " / ".join(
+            with_ci(r.figure(f"clean_{label}_accuracy"), r.interval(f"clean_{label}_accuracy"), 1)
+            for label in LABELS if r.figure(f"clean_{label}_accuracy") is not None)
         table.add_row(value, f"{n.get('unsafe', 0)}/{n.get('safe', 0)}",
-                      with_ci(r.get("unsafe_margin"), cis.get("unsafe_margin")),
-                      with_ci(r.get("safe_margin"), cis.get("safe_margin")),
-                      with_ci(r.get("balanced_margin"), cis.get("balanced_margin")), clean_text)
+                      with_ci(r.unsafe_margin, r.interval("unsafe_margin")),
+                      with_ci(r.safe_margin, r.interval("safe_margin")),
+                      with_ci(r.balanced_margin, r.interval("balanced_margin")), clean_text)
     return table
 
 
@@ -258,11 +250,11 @@ def integral_table(scores: Sequence[Any], datasets: Sequence[str], groups: Seque
     return table
 
 
-def run_tables(record: Mapping[str, Any], results: Sequence[SearchResult], coverage: CallCoverage | None,
+def run_tables(record: Record, results: Sequence[SearchResult], coverage: CallCoverage | None,
                analyses: Mapping[str, Any], *, flips: int = 10) -> list[Table]:
     """Everything `margin report` shows for one run, in reading order."""
     tables = [margins_table(record)]
-    tables += [slices_table(dimension, values) for dimension, values in record.get("slices", {}).items()]
+    tables += [slices_table(dimension, values) for dimension, values in record.slices.items()]
     tables += [coverage_table(results, coverage), flips_table(results, flips)]
     bound = one_edit_table(results)
     if bound is not None:
@@ -307,8 +299,8 @@ def ablation_margins_table(record: Mapping[str, Any]) -> Table:
             f = d["figures"][figure]
             cells += [with_ci(f["value"], f["interval"]), "" if d["change"] is None else change_cell(d["change"][figure])]
         calls = f"{d['guard_calls']:,}" + (f" (+{d['decoded_calls']:,})" if d["decoded_calls"] else "")
-        coverage = d.get("coverage") or {}
-        name = d["defence"] + ("" if is_complete(coverage) else f" (incomplete: {scored_of_total(coverage)})")
+        coverage = Coverage.model_validate(d.get("coverage") or {"scored": {}, "missing": {}})
+        name = d["defence"] + ("" if coverage.is_complete() else f" (incomplete: {coverage.scored_of_total()})")
         table.add_row(escape(name), *cells, calls)
     return table
 

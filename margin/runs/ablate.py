@@ -172,13 +172,13 @@ def _run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
         exhaustive = run.strategy.observes_all
         runs.append(DefenceRun(
             defence=defence.label, normalize=defence.normalize, run_dir=defence.label,
-            record=outcome.snapshot["data"][0], results=outcome.results,
+            record=outcome.snapshot.data[0], results=outcome.results,
             effects=effectiveness(from_receipts(receipts, outcome.results), families) if exhaustive else None,
             guard_calls=sum(r.guard_calls for r in outcome.results),
             decoded_calls=decoded_calls(run, receipts, defence.normalize)))
         outcomes.append(outcome)
     base = prepared[0][1]
-    meta = {"guard": runs[0].record.get("id"), "margin_version": margin_version(), "git_commit": git_commit(),
+    meta = {"guard": runs[0].record.id, "margin_version": margin_version(), "git_commit": git_commit(),
             **provenance(base.record, len(base.prompts))}
     record = ablation_record(runs, base.config.budget, families, {p.id: p.text for p in base.prompts}, meta)
     atomic_write_text(out_dir / "ablation.json", dumps(record) + "\n")

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from margin.errors import InputError
+from margin.reports.documents import Document
 from margin.reports.pairings import PROTOCOL as PAIRINGS_PROTOCOL
-from margin.reports.pairings import validate_pairings
+from margin.reports.pairings import Pairings, validate_pairings
 from margin.reports.publish import address, content_hash
 from margin.reports.snapshot_schema import validate_snapshot
 
@@ -30,16 +31,15 @@ KINDS = ("guardrails", "pairings")
 NAME = re.compile(r"margin-(?P<kind>guardrails|pairings)-(?P<date>\d{4}-\d{2}-\d{2})-(?P<hash>[0-9a-f]{16})\.json")
 
 
-def _validate_pairings(snapshot: Any, where: Path) -> dict[str, Any]:
-    validate_pairings(snapshot, where)
-    protocol = snapshot["meta"].get("protocol")
-    if protocol != PAIRINGS_PROTOCOL:
-        raise InputError(f"unknown protocol {protocol!r}; this margin reads {PAIRINGS_PROTOCOL}",
+def _validate_pairings(snapshot: Any, where: Path) -> Pairings:
+    pairings = validate_pairings(snapshot, where)
+    if pairings.meta.protocol != PAIRINGS_PROTOCOL:
+        raise InputError(f"unknown protocol {pairings.meta.protocol!r}; this margin reads {PAIRINGS_PROTOCOL}",
                          path=where, field="meta.protocol")
-    return snapshot  # type: ignore[no-any-return]
+    return pairings
 
 
-VALIDATORS: dict[str, Callable[[Any, Path], dict[str, Any]]] = {
+VALIDATORS: dict[str, Callable[[Any, Path], Document]] = {
     "guardrails": validate_snapshot,
     "pairings": _validate_pairings,
 }
@@ -50,16 +50,17 @@ class PublishedFile:
     kind: str
     name: str  # the immutable file name, margin-KIND-DATE-HASH16.json
     text: str  # the file as published, copied byte for byte
-    body: dict[str, Any]
+    body: dict[str, Any]  # its JSON, as the page templates read it
     source: Path
+    model: Document  # the same, read into its model and checked
 
     @property
     def date(self) -> str:
-        return str(self.body["meta"]["snapshot_date"])
+        return str(self.model.meta.snapshot_date)
 
     @property
     def protocol(self) -> str:
-        return str(self.body["meta"]["protocol"])
+        return str(self.model.meta.protocol)
 
     @property
     def stem(self) -> str:
@@ -96,7 +97,7 @@ def read_snapshot(path: Path, kind: str) -> PublishedFile:
         raise InputError(f"invalid JSON ({exc.msg})", path=path, line=exc.lineno) from None
     if not isinstance(body, dict):
         raise InputError("a snapshot is a JSON object with meta and data", path=path)
-    VALIDATORS[kind](body, path)
+    model = VALIDATORS[kind](body, path)
     name = address(body, kind, None)[0]
     match = NAME.fullmatch(path.name)
     if match:
@@ -106,7 +107,7 @@ def read_snapshot(path: Path, kind: str) -> PublishedFile:
         if match["hash"] != content_hash(body)[:16]:
             raise InputError("content does not match the hash in its name (published snapshots are immutable; "
                              "publish again rather than editing one)", path=path)
-    return PublishedFile(kind, name, text, body, path)
+    return PublishedFile(kind, name, text, body, path, model)
 
 
 def _current_first(kind: str, found: dict[str, PublishedFile], latest: str | None) -> list[PublishedFile]:

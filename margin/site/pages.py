@@ -16,13 +16,11 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from margin.reports.completeness import (
-    describe,
-    is_complete,
+    Coverage,
     measured,
     pair_complete,
     pair_coverage_of,
     pair_describe,
-    scored_of_total,
     shown_status,
 )
 from margin.reports.pairings import Thresholds, model_order
@@ -141,17 +139,21 @@ class GuardView(_Optional):
         return self.record
 
     @property
+    def coverage(self) -> Coverage:
+        return Coverage.model_validate(self.record["coverage"])
+
+    @property
     def complete(self) -> bool:
-        return is_complete(self.record.get("coverage") or {})
+        return self.coverage.is_complete()
 
     @property
     def coverage_short(self) -> str:
         """`unsafe 24/24, safe 0/24`: prompts scored of the total, per class."""
-        return scored_of_total(self.record.get("coverage") or {})
+        return self.coverage.scored_of_total()
 
     @property
     def coverage_text(self) -> str:
-        return describe(self.record.get("coverage") or {})
+        return self.coverage.describe()
 
     def sort_value(self, key: str) -> str:
         if key == "guard":

@@ -15,7 +15,7 @@ from margin.judges.agreement import agreement
 from margin.judges.rules import RuleJudge
 from margin.judges.verdicts import JudgeStatus, JudgeVerdict
 from margin.reports.bootstrap import BootstrapSpec
-from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
+from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings
 from margin.runfolder import dumps
 from margin.studies.coverage import pair_coverages
 from margin.studies.plan import StudyPlan, Transformation
@@ -110,9 +110,7 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, StackVerdicts], c
             second_judge["validation"] = plan.judges[1].validation
         judge["second"] = second_judge
         judge["inter_judge"] = inter_judge(plan, calls)
-    pairings = build_pairings(pairs, judge=judge, guards=[g.record() for g in plan.guards],
-                              models=[m.metadata for m in plan.models], thresholds=plan.thresholds, date=date)
-    pairings["meta"]["study"] = {
+    study = {
         "protocol": PROTOCOL,
         "name": plan.config.name,
         "dataset": {"name": plan.dataset.name, "sha256": plan.dataset.sha256},
@@ -135,7 +133,9 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, StackVerdicts], c
                                  "level": spec.level},
         "config_sha256": plan.source.sha256,
     }
-    pairings = validate_pairings(pairings, out_dir / "pairings.json")
+    pairings = build_pairings(pairs, judge=judge, guards=[g.record() for g in plan.guards],
+                              models=[m.metadata for m in plan.models], thresholds=plan.thresholds, date=date,
+                              study=study).document()  # built and checked through the one pairings model
     atomic_write_text(out_dir / "pairings.json", dumps(pairings) + "\n")
     files = [out_dir / "pairings.json", *write_cases(plan, out_dir, verdicts, calls)]
     files += write_plots(pairings, out_dir)

@@ -114,7 +114,7 @@ def test_a_python_guard_from_guard_file_to_snapshot_report_and_site(detector, tm
     weights = tmp_path / "site-packages" / "tfidf_injection" / "weights.json"
     snapshot = json.loads((tmp_path / "run" / "snapshot.json").read_text("utf-8"))
     entry = snapshot["data"][0]
-    assert entry["id"] == "tfidf-injection" == outcome.snapshot["data"][0]["id"]
+    assert entry["id"] == "tfidf-injection" == outcome.snapshot.document()["data"][0]["id"]
     evaluation = entry["evaluation"]
     assert evaluation["scope"] == SCOPE and "trained on English injection examples only" in evaluation["caveats"]
     assert evaluation["threshold"] == 0.6 and evaluation["revision"].startswith("0.1.0+wrapper.")

@@ -50,7 +50,7 @@ def test_a_run_of_a_guard_giving_nan_writes_receipts_polars_reads(tmp_path):
     assert set(calls.filter(pl.col("verdict") != "invalid")["p_unsafe"]) == {0.25}
     for name in ("receipts.jsonl", "results.jsonl", "snapshot.json"):
         assert "NaN" not in (tmp_path / "run" / name).read_text() and "Infinity" not in (tmp_path / "run" / name).read_text()
-    coverage = outcome.snapshot["data"][0]["coverage"]
+    coverage = outcome.snapshot.document()["data"][0]["coverage"]
     wrong = sum(r.clean_verdict == "invalid" for r in outcome.results)
     assert wrong and sum(coverage["invalid"].values()) >= wrong
     assert json.loads((tmp_path / "run" / "snapshot.json").read_text())["data"][0]["coverage"] == coverage

@@ -12,9 +12,10 @@ import pytest
 
 from margin.datasets import load_dataset
 from margin.errors import InputError
-from margin.reports.completeness import decided_by_invalid
+from margin.reports.completeness import NO_RECORD, Coverage, decided_by_invalid
 from margin.reports.snapshot_schema import validate_snapshot
 from margin.runfolder import read_results
+from margin.types import SearchResult
 from tests.support.cli import margin
 from tests.support.guards import FlakyGuard, HashGuard
 from tests.support.runs import make_run
@@ -168,3 +169,25 @@ def test_an_ablation_row_on_incomplete_evidence_is_marked():
     console.print(ablation_margins_table({"meta": {"guard": "g"}, "defences": [row("none", 0), row("nfkc", 2)]}))
     text = console.export_text()
     assert "nfkc (incomplete: unsafe 24/24, safe 22/24)" in text and "none (incomplete" not in text
+
+
+def test_coverage_rules_by_hand_and_an_older_record_read_back_as_it_was():
+    results = [SearchResult("u1", "unsafe", "t", "unsafe", 0.0, False, None, 1),
+               SearchResult("u2", "unsafe", "t", "invalid", 0.0, False, None, 1),
+               SearchResult("u3", "unsafe", "t", None, None, False, None, 1, "missing"),
+               SearchResult("s1", "safe", "t", "safe", 100.0, True, None, 1)]
+    cov = Coverage.of(results, None)
+    assert cov.document() == {"scored": {"unsafe": 2, "safe": 1}, "missing": {"unsafe": 1, "safe": 0},
+                              "total": {"unsafe": 3, "safe": 1}, "invalid": {"unsafe": 1, "safe": 0},
+                              "complete": False, "reason": NO_RECORD}
+    assert cov.shares() == {"unsafe": 2 / 3, "safe": 1.0}
+    assert cov.meets(0.66) and not cov.meets(0.67) and not cov.is_complete()
+    assert cov.scored_of_total() == "unsafe 2/3, safe 1/1"
+    assert cov.describe() == ("unsafe 2/3 (66.7%), safe 1/1 (100.0%) scored, 1 missing, 1 decided by invalid "
+                              f"outputs; first error: {NO_RECORD}")
+    # A record written before `total` and `invalid` were: totals come from scored + missing,
+    # and it is written back with exactly the keys it had.
+    older = {"scored": {"unsafe": 3, "safe": 0}, "missing": {"unsafe": 1, "safe": 0}}
+    cov = Coverage.model_validate(older)
+    assert cov.totals() == {"unsafe": 4, "safe": 0} and cov.shares() == {"unsafe": 0.75}
+    assert cov.document() == older and cov.describe() == "unsafe 3/4 (75.0%) scored, 1 missing"

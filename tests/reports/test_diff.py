@@ -140,7 +140,7 @@ def test_check_floor_and_explanation():
 
 
 def test_a_published_snapshot_gives_the_record_of_the_other_sides_guard(tmp_path):
-    records = [{**side(name, A).record, "rank": rank} for rank, name in enumerate(("a", "b"), start=1)]
+    records = [{**side(name, A).record.document(), "rank": rank} for rank, name in enumerate(("a", "b"), start=1)]
     meta = {"snapshot_date": "2026-12-05", "methodology": "docs/design.md",
             "protocol": "margin-flip-cost/1", "provenance": {"dataset": {"name": "d", "sha256": "1"},
                                                             "suite": {"name": "s", "sha256": "2"},

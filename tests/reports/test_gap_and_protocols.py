@@ -8,8 +8,6 @@ from margin.reports.protocols import (
     ADAPTIVE_PROTOCOL,
     STANDARD_PROTOCOL,
     protocol_for,
-    protocol_of,
-    require_one_protocol,
 )
 from margin.reports.snapshot import build_snapshot, snapshot_entry
 from margin.reports.snapshot_schema import validate_snapshot
@@ -46,16 +44,14 @@ def snapshot(search):
 
 def test_adaptive_snapshots_are_labelled_and_never_mixed_with_standard_ones():
     adaptive, plain = snapshot("adaptive"), snapshot("cheapest")
-    assert protocol_of(adaptive) == ADAPTIVE_PROTOCOL != STANDARD_PROTOCOL == protocol_of(plain)
-    assert adaptive["data"][0]["evaluation"]["upper_bound"] is True
-    assert len(adaptive["data"][0]["evaluation"]["caveats"]) == 2 and "ADAPTIVE" in adaptive["meta"]["methodology"]
-    assert "upper_bound" not in plain["data"][0]["evaluation"] and "ADAPTIVE" not in plain["meta"]["methodology"]
+    assert adaptive.meta.protocol == ADAPTIVE_PROTOCOL != STANDARD_PROTOCOL == plain.meta.protocol
+    assert adaptive.data[0].evaluation.upper_bound is True
+    assert len(adaptive.data[0].evaluation.caveats) == 2 and "ADAPTIVE" in adaptive.meta.methodology
+    assert "upper_bound" not in plain.data[0].evaluation.document() and "ADAPTIVE" not in plain.meta.methodology
     for built in (adaptive, plain):  # what is written is what the site reads
-        assert validate_snapshot(built, "built") is built
-    assert require_one_protocol([plain, {"search": "exhaustive"}]) == STANDARD_PROTOCOL
-    assert require_one_protocol([adaptive, {"search": "adaptive", "protocol": ADAPTIVE_PROTOCOL}]) == ADAPTIVE_PROTOCOL
-    with pytest.raises(InputError, match="never merged or ranked") as info:
-        require_one_protocol([plain, adaptive], names=["runs/a/snapshot.json", "runs/b/snapshot.json"])
-    assert "runs/b/snapshot.json" in str(info.value)
-    with pytest.raises(InputError):
-        require_one_protocol([{"search": "cheapest"}, {"search": "adaptive"}])
+        assert validate_snapshot(built.document(), "built") == built
+    mixed = plain.document()
+    mixed["data"].append({**adaptive.document()["data"][0], "id": "h", "rank": 2})
+    with pytest.raises(InputError, match="never ranked together") as info:
+        validate_snapshot(mixed, "runs/b/snapshot.json")
+    assert info.value.field == "data[1].evaluation.search"

@@ -12,13 +12,15 @@ from margin.reports.plots import (
     pairing_matrix_figure,
     save,
 )
-from margin.reports.snapshot import figures_record
+from margin.reports.snapshot import figure_set
 from tests.reports.test_bootstrap import toy
 from tests.reports.test_publish import pairings_fixture
 
 
 def series(name: str) -> CurveSeries:
-    return CurveSeries.from_record({"id": name, **figures_record(compute_figures(toy(), 100.0))})
+    curves = figure_set(compute_figures(toy(), 100.0)).curves
+    assert curves is not None
+    return CurveSeries.from_curves(curves, name)
 
 
 def test_curve_series_carry_bands_from_a_snapshot_record():

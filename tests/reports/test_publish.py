@@ -39,8 +39,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 def test_publish_ranks_guards_in_one_immutable_content_addressed_file(runs, tmp_path):
     out = tmp_path / "pub"
     published = publish([runs["hash"], runs["prob"]], out, date=DAY, base_url="https://example.org/snapshots/")
-    snapshot = published.leaderboard
-    assert snapshot is not None
+    assert published.leaderboard is not None
+    snapshot = published.leaderboard.document()
     margins = [r["balanced_margin"] for r in snapshot["data"]]
     assert margins == sorted(margins, reverse=True)
     assert [r["rank"] for r in snapshot["data"]] == [1, 2]
@@ -61,7 +61,7 @@ def test_publish_ranks_guards_in_one_immutable_content_addressed_file(runs, tmp_
     assert {name[:-5] + s for s in ("-curves.png", "-curves.svg", "-fpr-fnr.svg", "-effectiveness.png")} <= stems
     # Publishing the same runs again is a no-op; the same name with other content is refused.
     again = publish([runs["hash"], runs["prob"]], out, date=DAY, base_url="https://example.org/snapshots/")
-    assert again.leaderboard == snapshot
+    assert again.leaderboard == published.leaderboard
     with pytest.raises(InputError, match="immutable"):
         write_immutable(out / name, "{}")
 
@@ -98,7 +98,7 @@ def pairings_fixture() -> dict:
         PairOutcome("mini", "big", (TransformationOutcome("zwsp", 0.97, 0.02, 0.50),)),  # on every boundary
     ]
     return build_pairings(pairs, judge={"model": "judge-1", "rubric_sha256": "abc"}, guards=guards,
-                          models=models, date=DAY)
+                          models=models, date=DAY).document()
 
 
 def test_pairings_builder_applies_the_design_thresholds():
@@ -136,12 +136,13 @@ def test_merging_pairings_needs_one_judge_and_later_studies_win():
     b["data"] = [d for d in b["data"] if d["guard_id"] == "kw" and d["model_id"] == "small"]
     b["data"][0].update(status="bypass_found", qualifying_transformations=1, transformations_tested=1,
                         transformations=[{**b["data"][0]["transformations"][0], "qualifies": True}])
-    merged = merge_pairings([("a", a), ("b", b)], DAY)
-    cell = next(d for d in merged["data"] if (d["guard_id"], d["model_id"]) == ("kw", "small"))
-    assert cell["status"] == "bypass_found" and len(merged["data"]) == 3
+    merged = merge_pairings([("a", validate_pairings(a, "a")), ("b", validate_pairings(b, "b"))], DAY)
+    cell = next(d for d in merged.data if (d.guard_id, d.model_id) == ("kw", "small"))
+    assert cell.status == "bypass_found" and len(merged.data) == 3
+    assert list(merged.document()["meta"]) == list(a["meta"])  # in the order it was written
     b["meta"]["judge"] = {"model": "other"}
     with pytest.raises(InputError, match="judge"):
-        merge_pairings([("a", a), ("b", b)])
+        merge_pairings([("a", validate_pairings(a, "a")), ("b", validate_pairings(b, "b"))])
 
 
 def test_publish_writes_the_pairings_snapshot_from_study_outputs(runs, tmp_path):
@@ -150,9 +151,9 @@ def test_publish_writes_the_pairings_snapshot_from_study_outputs(runs, tmp_path)
     (study / "pairings.json").write_text(json.dumps(pairings_fixture()))
     published = publish([runs["hash"], study], tmp_path / "pub", date=DAY)
     assert published.leaderboard is not None and published.pairings is not None
-    name = published.pairings["meta"]["snapshot_url"]
-    assert name.startswith("margin-pairings-2026-09-30-") and (tmp_path / "pub" / name).is_file()
-    assert content_hash(published.pairings)[:16] in name
+    name = published.pairings.meta.snapshot_url
+    assert name is not None and name.startswith("margin-pairings-2026-09-30-") and (tmp_path / "pub" / name).is_file()
+    assert content_hash(published.pairings.document())[:16] in name == published.pairings.file_name()
     files = {p.name for p in published.files}
     assert {name[:-5] + "-matrix.png", name[:-5] + "-ladder.svg"} <= files
     (study / "pairings.json").write_text("{not json")

@@ -4,6 +4,7 @@ import json
 
 from rich.console import Console
 
+from margin.reports.snapshot_schema import FigureSet, Record
 from margin.reports.tables import flips_table, margins_table, slices_table, with_ci
 from margin.types import Flip, SearchResult
 from tests.support.cli import margin
@@ -24,13 +25,14 @@ def test_with_ci_formats_value_and_interval():
 
 
 def test_tables_show_intervals_slices_and_visible_flips():
-    record = {"id": "g", "balanced_margin": 20.0, "unsafe_margin": 10.0, "safe_margin": 30.0,
+    record = {"id": "g", "rank": 1, "balanced_margin": 20.0, "unsafe_margin": 10.0, "safe_margin": 30.0,
               "clean_balanced_accuracy": 75.0, "clean_accuracy": {"unsafe": 50.0, "safe": 100.0},
               "confidence_intervals": {"balanced_margin": [15.0, 25.0]},
-              "coverage": {"scored": {"unsafe": 2, "safe": 2}, "missing": {"unsafe": 1, "safe": 0}}}
-    text = render(margins_table(record))
+              "coverage": {"scored": {"unsafe": 2, "safe": 2}, "missing": {"unsafe": 1, "safe": 0}},
+              "evaluation": {}, "curves": {"budgets": [0.0]}}
+    text = render(margins_table(Record.model_validate(record)))
     assert "20.00 [15.00, 25.00]" in text and "2 / 2" in text and "1 / 0" in text
-    text = render(slices_table("type", {"homonyms": {**record, "balanced_margin": None}}))
+    text = render(slices_table("type", {"homonyms": FigureSet.model_validate({**record, "balanced_margin": None})}))
     assert "homonyms" in text and "2/2" in text
     flip = Flip("zero-width-space", "1", 0, 1.98, "safe", "k\u200bill")
     results = [SearchResult("u1", "unsafe", "t", "unsafe", 1.98, False, flip, 3)]

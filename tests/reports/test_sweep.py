@@ -107,9 +107,9 @@ def test_sweep_at_the_guards_threshold_reproduces_the_run(tmp_path):
     assert len(guard.seen) == calls_before
     at_half = next(r for r in record["thresholds"] if r["threshold"] == 0.5)
     for name in ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy"):
-        assert at_half[name] is not None and at_half[name] == outcome.snapshot["data"][0][name]
+        assert at_half[name] is not None and at_half[name] == outcome.snapshot.document()["data"][0][name]
     assert at_half["confidence_intervals"]["balanced_margin"] == \
-        outcome.snapshot["data"][0]["confidence_intervals"]["balanced_margin"]
+        outcome.snapshot.document()["data"][0]["confidence_intervals"]["balanced_margin"]
     assert len({r["clean_balanced_accuracy"] for r in record["thresholds"]}) > 1
     ap = record["average_precision"]
     assert ap["scored"] == 48 and 0 < ap["originals"] < 1

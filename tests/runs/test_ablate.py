@@ -96,8 +96,8 @@ def test_every_row_equals_its_own_normalize_run(inputs, ablated, tmp_path):
         folder = ablated.out_dir / defence.label
         assert (folder / "results.jsonl").read_bytes() == (single.out_dir / "results.jsonl").read_bytes()
         assert (folder / "run.json").read_bytes() == (single.out_dir / "run.json").read_bytes()
-        assert without_date(json.loads((folder / "snapshot.json").read_text())) == without_date(single.snapshot)
-        record = single.snapshot["data"][0]
+        assert without_date(json.loads((folder / "snapshot.json").read_text())) == without_date(single.snapshot.document())
+        record = single.snapshot.document()["data"][0]
         assert row["guard_id"] == record["id"]
         for name in ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy"):
             assert row["figures"][name] == {"value": record[name], "interval": record["confidence_intervals"][name]}

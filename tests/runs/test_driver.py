@@ -308,7 +308,7 @@ def test_merged_shards_equal_the_whole_run_and_a_later_folder_wins(tmp_path):
     merged = merge_runs(shards, tmp_path / "merged")
     assert (tmp_path / "whole" / "results.jsonl").read_bytes() == (tmp_path / "merged" / "results.jsonl").read_bytes()
     whole_snapshot = json.loads((tmp_path / "whole" / "snapshot.json").read_text())
-    assert merged.snapshot["data"] == whole_snapshot["data"] and merged.absent == 0
+    assert merged.snapshot.document()["data"] == whole_snapshot["data"] and merged.absent == 0
 
     retry = tmp_path / "retry"
     shutil.copytree(shards[1], retry)
@@ -321,7 +321,7 @@ def test_merged_shards_equal_the_whole_run_and_a_later_folder_wins(tmp_path):
 
     partial = merge_runs(shards[:2], tmp_path / "merged3")
     assert partial.absent == len(select_shard(SAMPLE, (3, 3)))
-    assert partial.snapshot["data"][0]["coverage"]["missing"] == partial.report.missing
+    assert partial.snapshot.document()["data"][0]["coverage"]["missing"] == partial.report.missing
     with pytest.raises(CoverageError, match="above --max-missing 1%"):
         check_coverage(partial.results, 0.01)
 

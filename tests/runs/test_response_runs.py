@@ -131,7 +131,7 @@ def test_a_text_guard_judges_the_reply_alone_and_costs_are_over_the_replies(tmp_
     replies = [reply for _, _, _, reply in CASES]
     record = json.loads((tmp_path / "run" / "run.json").read_text("utf-8"))
     assert record["target"] == "response" and record["corpus_mean_length"] == mean_length(replies)
-    snapshot = outcome.snapshot
+    snapshot = outcome.snapshot.document()
     assert snapshot["meta"]["provenance"]["target"] == "response"
     assert snapshot["data"][0]["evaluation"]["target"] == "response"
     calls = [r for r in read_jsonl(tmp_path / "run" / "receipts.jsonl") if r["kind"] == "call"]
@@ -215,14 +215,14 @@ def test_minilm_runs_on_xstest_completions_and_loses_only_what_is_over_its_windo
     assert COMPLETIONS is not None
     outcome = margin.run("minilm", dataset=str(COMPLETIONS[2]), target="response", suite="quick", limit=20,
                          engine="local", cache=False, max_attempts=1, retry_wait_s=0.0, out=tmp_path / "run")
-    assert len(outcome.results) == 20 and outcome.snapshot["meta"]["provenance"]["target"] == "response"
+    assert len(outcome.results) == 20 and outcome.snapshot.document()["meta"]["provenance"]["target"] == "response"
     missing = [r for r in outcome.results if r.status == "missing"]
     scored = [r for r in outcome.results if r.status == "scored"]
     assert scored and all(r.clean_verdict is not None for r in scored)
     # Two responses whose wrapped candidates come before any flip run over MiniLM's 256-token window
     # (never truncated: no verdict), so those two cases are lost coverage, counted and never scored.
     assert [r.prompt_id for r in missing] == ["v2-23", "v2-183"]
-    assert outcome.snapshot["data"][0]["coverage"]["complete"] is False
+    assert outcome.snapshot.document()["data"][0]["coverage"]["complete"] is False
 
 
 def test_a_policy_by_id_reaches_a_guard_that_takes_whole_cases_and_run_json_names_its_file(tmp_path):
@@ -254,8 +254,8 @@ def test_a_response_run_publishes_saying_so_and_is_never_ranked_with_prompt_runs
                engine="local", cache=False, out=tmp_path / "resp")
     published = publish([tmp_path / "resp"], tmp_path / "pub", plots=False)
     assert published.leaderboard is not None
-    assert published.leaderboard["meta"]["provenance"]["target"] == "response"
-    assert published.leaderboard["data"][0]["evaluation"]["target"] == "response"
+    assert published.leaderboard.document()["meta"]["provenance"]["target"] == "response"
+    assert published.leaderboard.document()["data"][0]["evaluation"]["target"] == "response"
     build_site(tmp_path / "pub", tmp_path / "site")
     page = "".join(p.read_text("utf-8") for p in (tmp_path / "site").rglob("*.html"))
     assert "judged and costed at their response turns" in page

@@ -44,7 +44,7 @@ def test_rescoring_a_run_reproduces_results_and_snapshot_exactly(tmp_path, searc
     before = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     from margin.runfolder import result_record
     assert [result_record(r) for r in rescored.results] == before
-    assert without_date(rescored.snapshot) == without_date(json.loads((run / "snapshot.json").read_text()))
+    assert without_date(rescored.snapshot.document()) == without_date(json.loads((run / "snapshot.json").read_text()))
     assert rescored.exhaustive == (search == "exhaustive")
     assert rescored.unmatched == []
 
@@ -57,7 +57,7 @@ def test_lost_coverage_replays_as_lost_coverage(tmp_path):
     rescored = rescore([run])
     assert rescored.differs_from_run == []
     assert sum(r.status == "missing" for r in rescored.results) >= 1
-    assert without_date(rescored.snapshot) == without_date(json.loads((run / "snapshot.json").read_text()))
+    assert without_date(rescored.snapshot.document()) == without_date(json.loads((run / "snapshot.json").read_text()))
 
 
 def test_a_later_file_wins_on_a_collision(tmp_path):
@@ -79,7 +79,7 @@ def test_verdicts_produced_elsewhere_score_like_the_run(tmp_path):
     verdicts = write_jsonl(tmp_path / "verdicts.jsonl", external_lines(run))
     rescored = rescore([verdicts], ScoreOptions(dataset="sample", suite="quick", guard_id="prob"))
     original = json.loads((run / "snapshot.json").read_text())["data"][0]
-    got = rescored.snapshot["data"][0]
+    got = rescored.snapshot.document()["data"][0]
     assert got["id"] == "prob" and got["evaluation"]["backend"] == "external"
     assert {k: got[k] for k in FIGURES} == {k: original[k] for k in FIGURES}
     assert rescored.exhaustive

@@ -58,7 +58,7 @@ def test_a_transformation_qualifies_on_ray_and_publish_takes_the_folder(tmp_path
         plan = prepare(path)
         out = tmp_path / "out"
         outcome = run_study(plan, out, engine="ray")
-    pairings = load_pairings(out / "pairings.json")
+    pairings = load_pairings(out / "pairings.json").document()
     assert pairings == outcome.pairings
     assert pairings["meta"]["thresholds"] == {"evasion": 0.97, "regression": 0.02, "preservation": 0.5}
     record = pair(pairings, "keyword", "toy-medium")
@@ -80,7 +80,7 @@ def test_a_transformation_qualifies_on_ray_and_publish_takes_the_folder(tmp_path
     guard_receipts = (out / "guards" / "00-keyword" / "receipts.jsonl").read_text().splitlines()
     assert len(guard_receipts) == 12 * 3  # each original and transformed text once
     published = publish([out], tmp_path / "site")
-    assert published.pairings is not None and published.pairings["data"] == pairings["data"]
+    assert published.pairings is not None and published.pairings.document()["data"] == pairings["data"]
     assert any(p.name.endswith("-matrix.png") for p in published.files)
 
 

@@ -26,6 +26,7 @@ from margin.errors import InputError
 from margin.reports.effectiveness import effectiveness
 from margin.reports.metrics import slice_groups
 from margin.reports.observations import PromptObservations
+from margin.reports.snapshot_schema import Record
 from margin.runfolder import RunDir
 from margin.runrecord import RunRecord
 from margin.types import LABELS, SearchResult
@@ -58,7 +59,7 @@ class FamilyOutcome:
 class ExportRun:
     run: RunDir
     source: str  # the run folder as the user named it
-    record: Mapping[str, Any]  # the run's snapshot record
+    record: Record  # the run's snapshot record
     texts: Mapping[str, str]  # prompt id -> original text
     families: Mapping[str, str]  # transform -> family
     outcomes: Sequence[FamilyOutcome]
@@ -96,9 +97,10 @@ def axes(bundle: ExportRun) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if bundle.target != "prompt":
         out["target"] = bundle.target
-    policies = (bundle.record.get("slices") or {}).get(POLICY_TAG) or {}
+    policies = bundle.record.slices.get(POLICY_TAG) or {}
     if policies:
-        out["policies"] = {name: {**{k: figures.get(k) for k in POLICY_FIGURES}, "coverage": figures.get("coverage")}
+        out["policies"] = {name: {**{k: figures.figure(k) for k in POLICY_FIGURES},
+                                  "coverage": None if figures.coverage is None else figures.coverage.document()}
                            for name, figures in policies.items()}
     return out
 

@@ -25,7 +25,6 @@ from typing import Any
 
 from margin.reports.bootstrap import FIGURES
 from margin.reports.exports.bundle import ExportRun, axes
-from margin.reports.tables import figure_value
 from margin.runfolder import RunDir, dumps, flip_record
 from margin.types import SearchResult
 
@@ -94,8 +93,8 @@ def eval_log(bundle: ExportRun) -> dict[str, Any]:
     budget = run.budget
     samples = [sample(r, bundle.texts.get(r.prompt_id, ""), budget, bundle.target) for r in bundle.results]
     scored = sum(1 for r in bundle.results if r.status == "scored")
-    metrics = {name: {"name": name, "value": figure_value(record, name)} for name in FIGURES
-               if figure_value(record, name) is not None}
+    metrics = {name: {"name": name, "value": record.figure(name)} for name in FIGURES
+               if record.figure(name) is not None}
     manifest = run.manifest
     return {
         "version": 2,
@@ -108,7 +107,7 @@ def eval_log(bundle: ExportRun) -> dict[str, Any]:
             "dataset": {"name": manifest["dataset"].get("name"), "location": manifest["dataset"].get("source"),
                         "samples": len(samples), "sample_ids": [s["id"] for s in samples]},
             "model": f"margin/{run.guard.id}", "config": {},
-            "metadata": {"margin_run": manifest, "confidence_intervals": record.get("confidence_intervals"),
+            "metadata": {"margin_run": manifest, "confidence_intervals": record.confidence_intervals,
                          **axes(bundle)},
         },
         "results": {"total_samples": len(samples), "completed_samples": scored,

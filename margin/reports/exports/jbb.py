@@ -72,7 +72,7 @@ def artifact(bundle: ExportRun) -> dict[str, Any]:
     return {
         "parameters": {
             "method": f"margin/{bundle.run.search}", "model": bundle.run.guard.id, "attack_type": "manual",
-            "defense": bundle.record.get("evaluation", {}).get("normalize"),
+            "defense": bundle.record.evaluation.normalize,
             "attack_success_rate": broken / scored if scored else 0.0,
             "attack_success_rate_over_caught": rate(count["transformation_flip"], caught),
             "total_number_of_jailbreaks": broken,
@@ -92,7 +92,7 @@ def artifact(bundle: ExportRun) -> dict[str, Any]:
             "evaluation_date": bundle.created[:10], "evaluation_llm_provider": "margin",
             "method_parameters": {"suite": manifest["suite"], "dataset": manifest["dataset"],
                                   "budget": bundle.run.budget, "cost_norm": manifest.get("cost_norm"),
-                                  "unsafe_margin": bundle.record.get("unsafe_margin")},
+                                  "unsafe_margin": bundle.record.unsafe_margin},
             **axes(bundle), **({"texts": RESPONSE_TEXTS} if bundle.target == "response" else {}),
         },
         "jailbreaks": rows,

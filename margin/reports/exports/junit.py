@@ -18,7 +18,7 @@ from margin.util.display import make_visible
 def _suite(bundle: ExportRun, label: str) -> ET.Element:
     suite = ET.Element("testsuite", name=f"margin.{bundle.run.guard.id}.{label}")
     props = ET.SubElement(suite, "properties")
-    margin = bundle.record.get(f"{label}_margin")
+    margin = bundle.record.figure(f"{label}_margin")
     found = axes(bundle)
     per_policy = [(f"margin.policy.{name}", figures[f"{label}_margin"]) for name, figures in found.get("policies", {}).items()]
     target = [("target", found["target"])] if "target" in found else []

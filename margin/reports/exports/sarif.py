@@ -63,8 +63,8 @@ def log(bundle: ExportRun) -> dict[str, Any]:
             "tool": {"driver": {"name": "margin", "version": margin_version(),
                                 "rules": rules}},
             "results": results,
-            "properties": {"guard": bundle.run.guard.id, "balanced_margin": record.get("balanced_margin"),
-                           "unsafe_margin": record.get("unsafe_margin"), "safe_margin": record.get("safe_margin"),
+            "properties": {"guard": bundle.run.guard.id, "balanced_margin": record.balanced_margin,
+                           "unsafe_margin": record.unsafe_margin, "safe_margin": record.safe_margin,
                            "family_method": bundle.say(bundle.family_method), **axes(bundle)},
         }],
     }

@@ -13,10 +13,11 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from margin.datasets import load_dataset
 from margin.errors import InputError
+from margin.reports.snapshot_schema import Snapshot
 from margin.runfolder import (
     read_jsonl,
     read_run_record,
@@ -36,7 +37,7 @@ class MergeOutcome:
     out_dir: Path
     results: list[SearchResult]
     report: MarginReport
-    snapshot: dict[str, Any]
+    snapshot: Snapshot
     absent: int  # prompts no input covered
     replaced: int  # prompts a later input overrode
 

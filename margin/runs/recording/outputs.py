@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from margin.errors import CoverageError
-from margin.reports.completeness import missing_reason
+from margin.reports.completeness import Coverage, missing_reason
 from margin.reports.plots import CurveSeries, curves_figure, save
-from margin.reports.protocols import ADAPTIVE_PROTOCOL, protocol_for, protocol_of
-from margin.reports.snapshot import SnapshotEntry, build_snapshot, snapshot_entry
+from margin.reports.protocols import ADAPTIVE_PROTOCOL, protocol_for
+from margin.reports.snapshot import SnapshotEntry, build_snapshot, measured_on, snapshot_entry
+from margin.reports.snapshot_schema import Snapshot
 from margin.runfolder import dumps, read_jsonl, write_results
 from margin.runrecord import RunRecord
 from margin.runs.executing.session import EngineFigures
@@ -26,7 +27,7 @@ class RunOutcome:
     out_dir: Path
     results: list[SearchResult]
     report: MarginReport
-    snapshot: dict[str, Any]
+    snapshot: Snapshot
     guard_calls: int
     cache_hits: int = 0
     missing: int = 0
@@ -36,12 +37,7 @@ class RunOutcome:
 
 def provenance(record: RunRecord, prompts: int) -> dict[str, Any]:
     return {
-        "dataset": {"name": record.dataset.name, "sha256": record.dataset.sha256},
-        "suite": {"name": record.suite.name, "sha256": record.suite.sha256},
-        "budget": record.budget,
-        "cost_norm": record.cost_norm,
-        "corpus_mean_length": record.corpus_mean_length,
-        **({"target": record.target} if record.target else {}),  # costs are per 100 characters of these turns
+        **measured_on(record),
         "seed": record.seed,
         "search": record.search,
         "prompts": prompts,
@@ -60,36 +56,36 @@ def reason_from(receipts: list[Path], results: list[SearchResult]) -> str | None
 
 
 def snapshot_for(record: RunRecord, results: list[SearchResult],
-                 reason: str | None = None) -> tuple[dict[str, Any], SnapshotEntry]:
+                 reason: str | None = None) -> tuple[Snapshot, SnapshotEntry]:
     """A run's snapshot from its record and results; `margin run`, `margin merge` and
     `margin score` all build it here, so a rescore or a merge matches a run exactly."""
     guard = record.guard
     evaluation = {"search": record.search, "seed": record.seed,
                   "normalize": dict(guard.params).get("normalize", "none"),
                   **({"target": record.target} if record.target else {})}
-    entry = snapshot_entry(guard, results, float(record.budget), evaluation, reason=reason)
+    entry = snapshot_entry(guard, results, float(record.budget), evaluation, coverage=Coverage.of(results, reason))
     snapshot = build_snapshot([entry], provenance(record, len(results)), protocol=protocol_for(record.search))
     return snapshot, entry
 
 
-def write_curves(stem: Path, snapshot: dict[str, Any]) -> None:
+def write_curves(stem: Path, snapshot: Snapshot) -> None:
     """RA curves with Wilson bands, as PNG and SVG."""
-    meta = snapshot["meta"]["provenance"]
-    record = snapshot["data"][0]
-    how = (f"{meta['search']} search: upper bounds" if protocol_of(snapshot) == ADAPTIVE_PROTOCOL
-           else f"{meta['suite']['name']} suite")
-    title = f"{record['id']} on {meta['dataset']['name']} ({how})"
+    meta = snapshot.meta.provenance
+    record = snapshot.data[0]
+    how = (f"{getattr(meta, 'search', None)} search: upper bounds" if snapshot.meta.protocol == ADAPTIVE_PROTOCOL
+           else f"{meta.suite.name} suite")
+    title = f"{record.id} on {meta.dataset.name} ({how})"
     save(curves_figure([CurveSeries.from_record(record)], title), stem)
 
 
 def write_outputs(out_dir: Path, record: RunRecord,
-                  results: list[SearchResult]) -> tuple[MarginReport, dict[str, Any]]:
+                  results: list[SearchResult]) -> tuple[MarginReport, Snapshot]:
     """results.jsonl, snapshot.json and curves (PNG, SVG) from a run's record and finished
     results (the reason for any missing prompt from the folder's receipts)."""
     reason = reason_from([out_dir / "receipts.jsonl"], results)
     snapshot, entry = snapshot_for(record, results, reason)
     write_results(out_dir / "results.jsonl", results)
-    atomic_write_text(out_dir / "snapshot.json", dumps(snapshot) + "\n")
+    atomic_write_text(out_dir / "snapshot.json", dumps(snapshot.document()) + "\n")
     write_curves(out_dir / "curves", snapshot)
     return entry.report, snapshot
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from margin.errors import InputError
 from margin.reports.observations import PromptObservations, Variant
 from margin.reports.snapshot import SnapshotEntry
+from margin.reports.snapshot_schema import Snapshot
 from margin.runfolder import (
     dumps,
     read_results,
@@ -68,7 +68,7 @@ class Rescored:
     prepared: PreparedRun
     guard: GuardInfo
     results: list[SearchResult]
-    snapshot: dict[str, Any]
+    snapshot: Snapshot
     entry: SnapshotEntry
     observations: list[PromptObservations]
     recorded: RecordedVerdicts
@@ -223,7 +223,7 @@ def write_rescore(rescored: Rescored, out_dir: Path, extra_files: dict[str, str]
     """results.jsonl, snapshot.json, curves.png/.svg and run.json (with what it was scored from)."""
     claim_out_dir(out_dir)
     write_results(out_dir / "results.jsonl", rescored.results)
-    atomic_write_text(out_dir / "snapshot.json", dumps(rescored.snapshot) + "\n")
+    atomic_write_text(out_dir / "snapshot.json", dumps(rescored.snapshot.document()) + "\n")
     write_curves(out_dir / "curves", rescored.snapshot)
     record = rescored.record or rescored.prepared.record  # verdicts alone: what they were scored with
     write_run_record(out_dir, replace(record, scored_from=tuple(str(p) for p in rescored.inputs)))
