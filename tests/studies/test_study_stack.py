@@ -195,7 +195,7 @@ def test_a_cached_output_verdict_is_never_asked_again(tmp_path, monkeypatch):
 
 def test_an_output_guard_that_cannot_take_responses_is_refused_naming_the_field(tmp_path):
     config = study_config("http://127.0.0.1:9/v1")
-    config["guards"] = ["keyword", {"guard": "keyword", "output_guard": "shieldgemma-2b"}]
+    config["guards"] = ["keyword", {"guard": "keyword", "output_guard": "prompt-guard-2-86m"}]
     path = write_config(tmp_path, config)
     result = margin_cli("study", str(path), "--out", str(tmp_path / "out"))
     assert result.returncode == 2, result.stderr
