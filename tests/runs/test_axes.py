@@ -42,7 +42,7 @@ def policy_run(tmp_path: Path, *, by_id: bool = True) -> RunOutcome:
 
 def test_margins_curves_and_coverage_per_policy_by_hand(tmp_path):
     outcome = policy_run(tmp_path)
-    record = outcome.snapshot["data"][0]
+    record = outcome.snapshot.document()["data"][0]
     by_policy = record["slices"]["policy"]
     assert list(by_policy) == ["lax", "strict"]  # n1 has no policy: in no policy slice
     strict, lax = by_policy["strict"], by_policy["lax"]
@@ -54,7 +54,7 @@ def test_margins_curves_and_coverage_per_policy_by_hand(tmp_path):
     assert (lax["unsafe_margin"], lax["safe_margin"], lax["balanced_margin"]) == (0.0, 100.0, 50.0)
     assert lax["coverage"]["scored"] == {"unsafe": 2, "safe": 1}
     # curves: RA(b) = share with c > b, at b = 0 and b = B (no cost in between)
-    assert strict["curves"]["budgets"] == [0.0, outcome.snapshot["meta"]["provenance"]["budget"]]
+    assert strict["curves"]["budgets"] == [0.0, outcome.snapshot.document()["meta"]["provenance"]["budget"]]
     assert strict["curves"]["unsafe"] == [1.0, 0.0] and strict["curves"]["safe"] == [0.0, 0.0]
     assert lax["curves"]["unsafe"] == [0.0, 0.0] and lax["curves"]["safe"] == [1.0, 0.0]
     # the whole run: unsafe [B, 0, 0] -> 33.33; safe [0, 0, B, B (n1 allowed)] -> 50
@@ -67,7 +67,7 @@ def test_margins_curves_and_coverage_per_policy_by_hand(tmp_path):
 
 def test_a_policy_written_in_the_case_is_named_by_its_digest(tmp_path):
     outcome = policy_run(tmp_path, by_id=False)
-    by_policy = outcome.snapshot["data"][0]["slices"]["policy"]
+    by_policy = outcome.snapshot.document()["data"][0]["slices"]["policy"]
     # sha256("Block everything.") = 99ccfe876189...; sha256("Allow everything.") = 00e5798c7fef...
     assert list(by_policy) == ["sha256:00e5798c7fef", "sha256:99ccfe876189"]
     assert by_policy["sha256:99ccfe876189"]["unsafe_margin"] == 100.0  # strict, as by id
@@ -76,7 +76,7 @@ def test_a_policy_written_in_the_case_is_named_by_its_digest(tmp_path):
 def test_a_plain_run_has_no_policy_slice(tmp_path):
     outcome = margin.run("keyword", dataset="sample", suite="quick", limit=6, engine="local", cache=False,
                          out=tmp_path / "run")
-    assert "policy" not in outcome.snapshot["data"][0]["slices"]
+    assert "policy" not in outcome.snapshot.document()["data"][0]["slices"]
     assert all("tags" not in json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines())
 
 
