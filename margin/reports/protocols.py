@@ -13,15 +13,35 @@ before it puts results side by side.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from margin.errors import InputError
 
 STANDARD_PROTOCOL = "margin-flip-cost/1"
 ADAPTIVE_PROTOCOL = "margin-adaptive-flip-cost/1"
-ADAPTIVE_SEARCHES = frozenset({"adaptive", "bon"})  # bon: Best-of-N samples, stopped at a flip
-#: searches that ask about every candidate of the suite, as per-transform analyses need
-FULL_OBSERVATION_SEARCHES = frozenset({"exhaustive"})
+ProtocolId = Literal["margin-flip-cost/1", "margin-adaptive-flip-cost/1"]
+
+
+@dataclass(frozen=True)
+class SearchTraits:
+    """What a search strategy's results are, as reports read them from a run's `search` name."""
+
+    protocol: ProtocolId  # the margins it makes may be compared only with the same protocol's
+    observes_all: bool  # it asks about every candidate of the suite, as per-transform analyses need
+
+
+#: Each `--search` strategy's traits, by the name run.json records. `margin.search.make`'s
+#: strategy table takes each strategy's traits from here and refuses a strategy missing
+#: from it; the data lives in reports because reports sit below search and read it.
+SEARCH_TRAITS: dict[str, SearchTraits] = {
+    "cheapest": SearchTraits(STANDARD_PROTOCOL, observes_all=False),
+    "exhaustive": SearchTraits(STANDARD_PROTOCOL, observes_all=True),
+    "adaptive": SearchTraits(ADAPTIVE_PROTOCOL, observes_all=False),
+    "bon": SearchTraits(ADAPTIVE_PROTOCOL, observes_all=False),  # Best-of-N samples, stopped at a flip
+}
+#: a name no strategy here has (a run from elsewhere): a suite replayed cheapest first
+UNKNOWN_SEARCH = SearchTraits(STANDARD_PROTOCOL, observes_all=False)
 ADAPTIVE_CAVEAT = (
     "adaptive search: guard-guided edits; each flip cost is an upper bound on the prompt's true "
     "flip cost, so these margins are not comparable with standard-suite margins and are never "
@@ -34,13 +54,17 @@ ADAPTIVE_METHODOLOGY = (
 )
 
 
-def protocol_for(search: str) -> str:
-    return ADAPTIVE_PROTOCOL if search in ADAPTIVE_SEARCHES else STANDARD_PROTOCOL
+def traits(search: str) -> SearchTraits:
+    return SEARCH_TRAITS.get(search, UNKNOWN_SEARCH)
+
+
+def protocol_for(search: str) -> ProtocolId:
+    return traits(search).protocol
 
 
 def observes_all(search: str) -> bool:
     """Whether a run by `search` holds a verdict for every candidate of its suite."""
-    return search in FULL_OBSERVATION_SEARCHES
+    return traits(search).observes_all
 
 
 def protocol_of(document: Mapping[str, Any]) -> str:
