@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from margin.errors import InputError
 
-STANDARD_PROTOCOL = "margin-flip-cost/1"
-ADAPTIVE_PROTOCOL = "margin-adaptive-flip-cost/1"
+STANDARD_PROTOCOL: Final = "margin-flip-cost/1"
+ADAPTIVE_PROTOCOL: Final = "margin-adaptive-flip-cost/1"
 ProtocolId = Literal["margin-flip-cost/1", "margin-adaptive-flip-cost/1"]
 
 
