@@ -19,7 +19,7 @@ from __future__ import annotations
 import glob
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from margin.engine.settings import ENGINE
 from margin.errors import InputError
 from margin.reports.exports import EXPORTERS
 from margin.types import HEADLINE_FIGURES
+from margin.util.suggest import did_you_mean
 
 if TYPE_CHECKING:
     import polars as pl
@@ -53,6 +54,10 @@ def run(guard: str | GuardSpec | Guard, *, out: str | Path | None = None, resume
     from margin.runs.preparing.config import RunConfig
     from margin.runs.preparing.prepare import prepare
 
+    known = [f.name for f in fields(RunConfig) if f.name != "guard"]
+    for option in options:
+        if option not in known:
+            raise InputError(f"margin.run takes no option {option!r}{did_you_mean(option, known)}", field=option)
     instance = guard if isinstance(guard, GuardClass) else None
     name = instance.info.id if instance is not None else guard
     prepared = prepare(RunConfig(guard=name, **options), guard=instance)  # type: ignore[arg-type]

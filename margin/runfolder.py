@@ -283,8 +283,12 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def read_results(path: Path) -> list[SearchResult]:
+    """The results a results.jsonl holds, or the result lines of a receipts.jsonl (its call
+    lines skipped): the one reader of result records, refusing a bad one by file and line."""
     results = []
     for number, record in enumerate(read_records(path), start=1):
+        if record.get("kind", "result") != "result":
+            continue
         try:
             results.append(result_from_record(record))
         except (KeyError, TypeError) as exc:
@@ -294,6 +298,15 @@ def read_results(path: Path) -> list[SearchResult]:
                                  or not math.isfinite(cost)):  # None: a missing prompt
             raise InputError(f"expected a finite number, not {cost!r}", path=path, line=number, field="flip_cost")
     return results
+
+
+def folder_results(folder: Path) -> list[SearchResult]:
+    """A run folder's results: results.jsonl, else (a killed run) the results its receipts
+    reached, else none."""
+    for name in ("results.jsonl", "receipts.jsonl"):
+        if (folder / name).is_file():
+            return read_results(folder / name)
+    return []
 
 
 def load_run(path: Path) -> RunDir:

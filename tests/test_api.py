@@ -23,6 +23,14 @@ def test_run_then_load_run_gives_the_folder_as_frames(tmp_path):
     assert run.snapshot["data"][0]["balanced_margin"] == outcome.report.balanced_margin
 
 
+def test_an_unknown_run_option_is_one_error_naming_it(tmp_path):
+    with pytest.raises(InputError, match=r"margin.run takes no option 'max_call'; did you mean max_calls") as caught:
+        margin.run("keyword", dataset="sample", search="adaptive", max_call=5, out=tmp_path / "kw")
+    assert caught.value.field == "max_call" and not (tmp_path / "kw").exists()
+    with pytest.raises(InputError, match="only --search adaptive or bon takes --max-calls"):
+        margin.run("keyword", dataset="sample", search="cheapest", max_calls=5, out=tmp_path / "kw")
+
+
 def test_a_guard_instance_runs_as_it_is(tmp_path):
     guard = HashGuard(0.3)
     outcome = margin.run(guard, dataset="sample", suite="quick", engine="local", cache=False, out=tmp_path / "h")

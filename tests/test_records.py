@@ -5,11 +5,22 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from margin.runfolder import ReceiptWriter, call_line, call_record, dumps, read_jsonl
-from margin.types import Candidate, GuardCall, Verdict
+from margin.errors import InputError
+from margin.runfolder import (
+    ReceiptWriter,
+    call_line,
+    call_record,
+    dumps,
+    folder_results,
+    read_jsonl,
+    read_results,
+    write_results,
+)
+from margin.types import Candidate, Flip, GuardCall, SearchResult, Verdict
 
 texts = st.text()  # any code point, lone surrogates and quotes included
 floats = st.floats(allow_nan=True, allow_infinity=True)
@@ -50,3 +61,29 @@ def test_lines_reach_the_file_at_each_flush(tmp_path):
     writer.call(call)
     writer.close()  # the rest, and an fsync
     assert len(list(read_jsonl(path))) == 2
+
+
+def test_one_reader_reads_results_from_results_jsonl_or_a_killed_runs_receipts(tmp_path):
+    first = SearchResult("p1", "unsafe", "t", "safe", 4.5, False, Flip("homoglyph", "1", 0, 4.5, "safe", "x"), 3)
+    second = SearchResult("p2", "safe", "t", "safe", 100.0, True, None, 9)
+    assert folder_results(tmp_path) == []  # neither file: no results yet
+    writer = ReceiptWriter(tmp_path / "receipts.jsonl", "run", "guard")
+    call = GuardCall(Candidate("p1", None, None, 0, "hello", 0.0), Verdict("safe", 0.1, "safe"), 1, 0.25)
+    writer.call(call)
+    writer.result(first)
+    writer.call(call)
+    writer.close()
+    assert folder_results(tmp_path) == read_results(tmp_path / "receipts.jsonl") == [first]  # call lines skipped
+    write_results(tmp_path / "results.jsonl", [first, second])
+    assert folder_results(tmp_path) == [first, second]  # the finished file wins
+
+
+def test_the_reader_names_the_line_of_a_bad_result(tmp_path):
+    path = tmp_path / "results.jsonl"
+    write_results(path, [SearchResult("p1", "safe", "t", "safe", 1.0, False, None, 1)])
+    path.write_text(path.read_text("utf-8") + '{"kind": "result", "prompt_id": "p2"}\n', "utf-8")
+    with pytest.raises(InputError, match=r"results.jsonl:2: not a result record"):
+        read_results(path)
+    path.write_text(path.read_text("utf-8").replace('"flip_cost": 1.0', '"flip_cost": NaN'), "utf-8")
+    with pytest.raises(InputError, match=r"results.jsonl:1 \[flip_cost\]: expected a finite number"):
+        folder_results(tmp_path)

@@ -52,5 +52,5 @@ def report(
         sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
         return
     print_tables(run_tables(rec, run.results, covered, analyses, flips=flips))
-    if run.search != "exhaustive":
+    if not observes_all(run.search):
         console.print("invariance, per-transform effectiveness and the threshold sweep need --search exhaustive")

@@ -189,10 +189,10 @@ def execute_with_progress(prepared: Any, out_dir: Path, resume: bool, execute: A
 
 
 def print_summary(outcome: Any) -> None:
-    from margin.reports.protocols import STANDARD_PROTOCOL
+    from margin.reports.protocols import ADAPTIVE_PROTOCOL
     from margin.reports.tables import margins_table
 
-    adaptive = outcome.snapshot.meta.protocol != STANDARD_PROTOCOL
+    adaptive = outcome.snapshot.meta.protocol == ADAPTIVE_PROTOCOL
     title = f"margin — {outcome.snapshot.data[0].id}" + (
         " — ADAPTIVE (upper bounds; not comparable with standard-suite margins)" if adaptive else "")
     table = margins_table(outcome.snapshot.data[0], title)  # figures with their 95% intervals

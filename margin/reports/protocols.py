@@ -6,22 +6,43 @@ answers: each flip cost is an upper bound on that prompt's true flip cost, tight
 guards than others, so it is never merged or ranked with standard-suite margins. Runs say
 which they are in `run.json` (`protocol`, `search`) and snapshots in `meta.protocol`,
 `meta.provenance.search` and each record's `evaluation` (`snapshot.build_snapshot` writes
-them from the search); the snapshot model refuses a protocol it does not know and a record
-whose search belongs to another (`snapshot_schema.check_snapshot`), and `margin publish`
-refuses adaptive runs.
+them from the search); `require_one_protocol` is the check a publish or merge step runs
+before it puts results side by side.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from margin.errors import InputError
 
 STANDARD_PROTOCOL: Final = "margin-flip-cost/1"
 ADAPTIVE_PROTOCOL: Final = "margin-adaptive-flip-cost/1"
-#: The protocols of a leaderboard snapshot (`meta.protocol`): its version, which a reader checks.
-RankedProtocol = Literal["margin-flip-cost/1", "margin-adaptive-flip-cost/1"]
-ADAPTIVE_SEARCHES = frozenset({"adaptive", "bon"})  # bon: Best-of-N samples, stopped at a flip
-#: searches that ask about every candidate of the suite, as per-transform analyses need
-FULL_OBSERVATION_SEARCHES = frozenset({"exhaustive"})
+#: The protocols of a snapshot (`meta.protocol`): its version, which a reader checks.
+ProtocolId = Literal["margin-flip-cost/1", "margin-adaptive-flip-cost/1"]
+
+
+@dataclass(frozen=True)
+class SearchTraits:
+    """What a search strategy's results are, as reports read them from a run's `search` name."""
+
+    protocol: ProtocolId  # the margins it makes may be compared only with the same protocol's
+    observes_all: bool  # it asks about every candidate of the suite, as per-transform analyses need
+
+
+#: Each `--search` strategy's traits, by the name run.json records. `margin.search.make`'s
+#: strategy table takes each strategy's traits from here and refuses a strategy missing
+#: from it; the data lives in reports because reports sit below search and read it.
+SEARCH_TRAITS: dict[str, SearchTraits] = {
+    "cheapest": SearchTraits(STANDARD_PROTOCOL, observes_all=False),
+    "exhaustive": SearchTraits(STANDARD_PROTOCOL, observes_all=True),
+    "adaptive": SearchTraits(ADAPTIVE_PROTOCOL, observes_all=False),
+    "bon": SearchTraits(ADAPTIVE_PROTOCOL, observes_all=False),  # Best-of-N samples, stopped at a flip
+}
+#: a name no strategy here has (a run from elsewhere): a suite replayed cheapest first
+UNKNOWN_SEARCH = SearchTraits(STANDARD_PROTOCOL, observes_all=False)
 ADAPTIVE_CAVEAT = (
     "adaptive search: guard-guided edits; each flip cost is an upper bound on the prompt's true "
     "flip cost, so these margins are not comparable with standard-suite margins and are never "
@@ -34,10 +55,46 @@ ADAPTIVE_METHODOLOGY = (
 )
 
 
-def protocol_for(search: str) -> RankedProtocol:
-    return ADAPTIVE_PROTOCOL if search in ADAPTIVE_SEARCHES else STANDARD_PROTOCOL
+def traits(search: str) -> SearchTraits:
+    return SEARCH_TRAITS.get(search, UNKNOWN_SEARCH)
+
+
+def protocol_for(search: str) -> ProtocolId:
+    return traits(search).protocol
 
 
 def observes_all(search: str) -> bool:
     """Whether a run by `search` holds a verdict for every candidate of its suite."""
-    return search in FULL_OBSERVATION_SEARCHES
+    return traits(search).observes_all
+
+
+def protocol_of(document: Mapping[str, Any]) -> str:
+    """The protocol of a snapshot (`meta.protocol`) or a run manifest (`protocol`, or the
+    protocol its `search` implies)."""
+    meta = document.get("meta")
+    if isinstance(meta, Mapping) and "protocol" in meta:
+        return str(meta["protocol"])
+    if "protocol" in document:
+        return str(document["protocol"])
+    if "search" in document:
+        return protocol_for(str(document["search"]))
+    raise InputError("no protocol: neither a snapshot nor a run manifest", field="protocol")
+
+
+def require_one_protocol(documents: Iterable[Mapping[str, Any]], names: Iterable[str] | None = None) -> str:
+    """The one protocol all documents share; InputError naming the odd one out otherwise."""
+    labels = list(names) if names is not None else None
+    first: str | None = None
+    for index, document in enumerate(documents):
+        protocol = protocol_of(document)
+        if first is None:
+            first = protocol
+        elif protocol != first:
+            where = labels[index] if labels else f"document {index + 1}"
+            raise InputError(
+                f"cannot put {protocol} results with {first} results: adaptive margins are upper "
+                "bounds and are never merged or ranked with standard-suite margins", path=where)
+    if first is None:
+        raise InputError("nothing to compare", field="protocol")
+    return first
+

@@ -17,7 +17,7 @@ from margin.reports.protocols import (
     ADAPTIVE_METHODOLOGY,
     ADAPTIVE_PROTOCOL,
     STANDARD_PROTOCOL,
-    RankedProtocol,
+    ProtocolId,
 )
 from margin.reports.snapshot_schema import (
     Band,
@@ -124,7 +124,7 @@ def figure_set(figures: Figures, *, bands: bool = True) -> FigureSet:
                      curves=curves_of(figures, bands))
 
 
-def record(entry: SnapshotEntry, rank: int | None, protocol: RankedProtocol = STANDARD_PROTOCOL) -> Record:
+def record(entry: SnapshotEntry, rank: int | None, protocol: ProtocolId = STANDARD_PROTOCOL) -> Record:
     """One guard's snapshot record; `rank` None for a guard that is not ranked (incomplete).
     An adaptive record says its costs are upper bounds (a caveat and `upper_bound`)."""
     evaluation = {**guard_evaluation(entry.guard), **entry.evaluation}
@@ -166,7 +166,7 @@ def is_ranked(entry: SnapshotEntry, min_coverage: float) -> bool:
 def build_snapshot(entries: Sequence[SnapshotEntry], provenance: dict[str, Any],
                    date: dt.date | None = None, *, snapshot_url: str | None = None,
                    spec: BootstrapSpec | None = None, min_coverage: float = 1.0,
-                   protocol: RankedProtocol = STANDARD_PROTOCOL) -> Snapshot:
+                   protocol: ProtocolId = STANDARD_PROTOCOL) -> Snapshot:
     """Ranked guards by balanced margin, then the unranked (incomplete) ones by id, rank null."""
     ranked = sorted((e for e in entries if is_ranked(e, min_coverage)), key=rank_key)
     unranked = sorted((e for e in entries if not is_ranked(e, min_coverage)), key=lambda e: e.guard.id)

@@ -28,7 +28,7 @@ from margin.reports.documents import Document, Number, Open, read_model
 from margin.reports.protocols import (
     ADAPTIVE_PROTOCOL,
     STANDARD_PROTOCOL,
-    RankedProtocol,
+    ProtocolId,
     protocol_for,
 )
 from margin.util.safefiles import check_date, check_id
@@ -133,7 +133,7 @@ class Provenance(Open):
 class Meta(Open):
     snapshot_date: dt.date
     snapshot_url: str | None = None
-    protocol: RankedProtocol
+    protocol: ProtocolId
     units: dict[str, str] = {}
     methodology: str
     confidence_intervals: dict[str, Any] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from margin.errors import InputError
-from margin.runfolder import read_jsonl, read_run_record, result_from_record
+from margin.runfolder import read_results, read_run_record
 from margin.runrecord import SAME_UNITS, RunRecord
 from margin.types import Flip
 
@@ -27,12 +27,4 @@ def load_incumbents(run_dir: str | Path, expect: RunRecord) -> dict[str, Flip]:
     if changed:
         raise InputError("incumbent run differs in " + theirs.describe(expect, changed, "it has", "this run"),
                          path=manifest_path, field="--incumbents")
-    flips: dict[str, Flip] = {}
-    try:
-        for record in read_jsonl(results_path):
-            result = result_from_record(record)
-            if result.status == "scored" and result.flip is not None:
-                flips[result.prompt_id] = result.flip
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"unreadable results ({exc})", path=results_path, field="--incumbents") from None
-    return flips
+    return {r.prompt_id: r.flip for r in read_results(results_path) if r.status == "scored" and r.flip is not None}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from margin.datasets import cache_dir
 from margin.studies.models import ModelReply
-from margin.util.sqlitefile import SharedFile, rows_for_keys
+from margin.util.sqlitefile import SqliteCache, rows_for_keys
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS replies (
@@ -28,13 +28,9 @@ def default_cache_path() -> Path:
     return cache_dir() / "replies.sqlite"
 
 
-class ReplyCache:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._file = SharedFile(path, SCHEMA)
-
-    def get(self, key: str) -> ModelReply | None:
-        return self.get_many([key]).get(key)
+class ReplyCache(SqliteCache[str, ModelReply]):
+    SCHEMA = SCHEMA
+    TABLE = "replies"
 
     def get_many(self, keys: list[str]) -> dict[str, ModelReply]:
         rows = rows_for_keys(self._file.db, "SELECT key, text, truncated FROM replies WHERE key IN", keys)
@@ -45,9 +41,3 @@ class ReplyCache:
         if rows:
             with self._file.db:
                 self._file.db.executemany("INSERT OR REPLACE INTO replies VALUES (?, ?, ?)", rows)
-
-    def __len__(self) -> int:
-        return int(self._file.db.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
-
-    def close(self) -> None:
-        self._file.close()

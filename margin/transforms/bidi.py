@@ -46,3 +46,7 @@ def bidi_wrap() -> WrapperTransform:
         assumption="A left-to-right prompt displays the same inside these controls, reversed or not.",
         visible=False,
     )
+
+
+ORDER = 40  # where this module's transforms stand in the registry (see registry.py)
+TRANSFORMS = (BidiReorder(), bidi_wrap())

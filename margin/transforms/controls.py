@@ -22,3 +22,7 @@ class DeletionControl(Insertion):
 
     def replacement(self, text: str, position: int, rng: Draws) -> str:
         return rng.choice(string.ascii_lowercase) + BACKSPACE
+
+
+ORDER = 50  # where this module's transforms stand in the registry (see registry.py)
+TRANSFORMS = (DeletionControl(),)

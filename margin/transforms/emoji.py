@@ -18,3 +18,7 @@ class EmojiInWord(Insertion):
 
     def replacement(self, text: str, position: int, rng: Draws) -> str:
         return rng.choice(EMOJI)
+
+
+ORDER = 90  # where this module's transforms stand in the registry (see registry.py)
+TRANSFORMS = (EmojiInWord(),)

@@ -38,3 +38,7 @@ class Homoglyph(Substitution):
 
     def options(self, char: str) -> tuple[str, ...]:
         return nfkc_stable_homoglyphs(char) if char.isalpha() else ()
+
+
+ORDER = 10  # where this module's transforms stand in the registry (see registry.py)
+TRANSFORMS = (Homoglyph(),)

@@ -64,3 +64,14 @@ class InvisibleSeparator(InvisibleInsertion):
     family = "invisible"
     char = "\u2063"
     assumption = "The invisible separator (a mathematical comma) renders as nothing."
+
+
+ORDER = 20  # where this module's transforms stand in the registry (see registry.py)
+TRANSFORMS = (
+    ZeroWidthSpace(),
+    ZeroWidthNonJoiner(),
+    ZeroWidthJoiner(),
+    WordJoiner(),
+    SoftHyphen(),
+    InvisibleSeparator(),
+)

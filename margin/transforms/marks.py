@@ -69,3 +69,7 @@ class Zalgo(MarkInsertion):
 
     def replacement(self, text: str, position: int, rng: Draws) -> str:
         return "".join(rng.choice(combining_block()) for _ in range(ZALGO_HEIGHT))
+
+
+ORDER = 60  # where this module's transforms stand in the registry (see registry.py)
+TRANSFORMS = (Diacritic(), CombiningUnderline(), Zalgo())

@@ -173,3 +173,18 @@ class Leetspeak(Substitution):
     def options(self, char: str) -> Sequence[str]:
         leet = LEET.get(char.lower())
         return (leet,) if leet else ()
+
+
+ORDER = 100  # where this module's transforms stand in the registry (see registry.py)
+TRANSFORMS = (
+    NeighbourSwap(),
+    CharDeletion(),
+    CharInsertion(),
+    CharSubstitution(),
+    QwertyTypo(),
+    CaseFlip(),
+    SpaceInWord(),
+    SeparatorInWord(),
+    TokenBreakPrefix(),
+    Leetspeak(),
+)

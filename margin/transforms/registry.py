@@ -1,72 +1,55 @@
-"""The registry of transforms by name, in the order `margin transforms list` shows them."""
+"""The registry of transforms by name, gathered from the modules of this package.
+
+A module that defines transforms lists them beside their code, in a module-level
+`TRANSFORMS` tuple, and says with `ORDER` (an int) where its transforms stand in the list.
+The registry shows every edit before every wrapper; within a kind, modules by `ORDER`, and a
+module's transforms in its own order: the order `margin transforms list` and
+docs/transforms.md show. Adding a transform to a module therefore touches only that module;
+tests/transforms/test_registry.py fails if a transform class is left out of its module's list.
+"""
 
 from __future__ import annotations
 
 import functools
+import importlib
+import pkgutil
+from collections.abc import Iterable
+from types import ModuleType
 
-from margin.transforms import (
-    bidi,
-    controls,
-    emoji,
-    homoglyphs,
-    invisibles,
-    marks,
-    noise,
-    smuggling,
-    styled,
-    upside_down,
-)
 from margin.transforms.base import Transform
-from margin.transforms.wrappers import load_wrappers
 from margin.util.suggest import did_you_mean
 
 
-@functools.cache
-def registry() -> dict[str, Transform]:
-    transforms: list[Transform] = [
-        homoglyphs.Homoglyph(),
-        invisibles.ZeroWidthSpace(),
-        invisibles.ZeroWidthNonJoiner(),
-        invisibles.ZeroWidthJoiner(),
-        invisibles.WordJoiner(),
-        invisibles.SoftHyphen(),
-        invisibles.InvisibleSeparator(),
-        smuggling.TagSmuggling(),
-        smuggling.VariationSelectorSmuggling(),
-        bidi.BidiReorder(),
-        controls.DeletionControl(),
-        marks.Diacritic(),
-        marks.CombiningUnderline(),
-        marks.Zalgo(),
-        styled.FullWidth(),
-        styled.MathBold(),
-        styled.MathItalic(),
-        styled.MathScript(),
-        styled.Superscript(),
-        styled.SmallCaps(),
-        styled.Circled(),
-        styled.Enclosed(),
-        upside_down.UpsideDown(),
-        emoji.EmojiInWord(),
-        noise.NeighbourSwap(),
-        noise.CharDeletion(),
-        noise.CharInsertion(),
-        noise.CharSubstitution(),
-        noise.QwertyTypo(),
-        noise.CaseFlip(),
-        noise.SpaceInWord(),
-        noise.SeparatorInWord(),
-        noise.TokenBreakPrefix(),
-        noise.Leetspeak(),
-        bidi.bidi_wrap(),
-        *load_wrappers(),
-    ]
+def transform_modules() -> list[ModuleType]:
+    """Every module of `margin.transforms`, imported, in name order."""
+    package = importlib.import_module(__package__ or "margin.transforms")
+    return [importlib.import_module(f"{package.__name__}.{info.name}")
+            for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: info.name)
+            if not info.ispkg]
+
+
+def gather(modules: Iterable[ModuleType]) -> dict[str, Transform]:
+    """The transforms the modules list in `TRANSFORMS`, by name, in registry order."""
+    placed: list[tuple[bool, int, int, Transform]] = []
+    for module in modules:
+        listed = getattr(module, "TRANSFORMS", None)
+        if listed is None:
+            continue
+        order = getattr(module, "ORDER", None)
+        if not isinstance(order, int):
+            raise RuntimeError(f"{module.__name__} lists TRANSFORMS but has no int ORDER")
+        placed += [(t.kind != "edit", order, index, t) for index, t in enumerate(listed)]
     table: dict[str, Transform] = {}
-    for t in transforms:
+    for *_, t in sorted(placed, key=lambda item: item[:3]):
         if t.name in table:
             raise RuntimeError(f"two transforms are named {t.name!r}")
         table[t.name] = t
     return table
+
+
+@functools.cache
+def registry() -> dict[str, Transform]:
+    return gather(transform_modules())
 
 
 def get_transform(name: str) -> Transform:

@@ -49,3 +49,7 @@ class VariationSelectorSmuggling(Substitution):
 
     def options(self, char: str) -> tuple[str, ...]:
         return () if char.isspace() else (variation_selectors(char),)
+
+
+ORDER = 30  # where this module's transforms stand in the registry (see registry.py)
+TRANSFORMS = (TagSmuggling(), VariationSelectorSmuggling())

@@ -108,3 +108,16 @@ class Enclosed(StyledLetters):
     patterns = ("NEGATIVE SQUARED LATIN CAPITAL LETTER {L}",)
     nfkc_stable = True
     assumption = "A white capital in a black square (an emoji-like letter) is read as that letter."
+
+
+ORDER = 70  # where this module's transforms stand in the registry (see registry.py)
+TRANSFORMS = (
+    FullWidth(),
+    MathBold(),
+    MathItalic(),
+    MathScript(),
+    Superscript(),
+    SmallCaps(),
+    Circled(),
+    Enclosed(),
+)

@@ -62,3 +62,7 @@ class UpsideDown(EditTransform):
     def replacement(self, text: str, position: int, rng: Draws) -> str:
         start, end = self.span(text, position)
         return flip(text[start:end])
+
+
+ORDER = 80  # where this module's transforms stand in the registry (see registry.py)
+TRANSFORMS = (UpsideDown(),)

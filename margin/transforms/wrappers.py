@@ -15,7 +15,6 @@ Encodings are the pure functions named in `encodings.ENCODERS`.
 
 from __future__ import annotations
 
-import functools
 from importlib import resources
 from typing import Any
 
@@ -54,7 +53,6 @@ def parse_wrapper(spec: dict[str, Any], source: str) -> WrapperTransform:
     )
 
 
-@functools.cache
 def load_wrappers() -> tuple[WrapperTransform, ...]:
     """Every `wrappers/*.yaml` file, in file-name order."""
     folder = resources.files("margin").joinpath("transforms", "wrappers")
@@ -63,3 +61,7 @@ def load_wrappers() -> tuple[WrapperTransform, ...]:
         if entry.name.endswith(".yaml"):
             wrappers.append(parse_wrapper(parse_yaml(entry.read_bytes(), f"wrappers/{entry.name}")[0], f"wrappers/{entry.name}"))
     return tuple(wrappers)
+
+
+ORDER = 110  # after every other module: bidi's wrapper comes before these
+TRANSFORMS = load_wrappers()

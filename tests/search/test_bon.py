@@ -9,7 +9,7 @@ from margin.runs.executing.session import drive
 from margin.search.bon import augment
 from margin.search.candidates import original_candidate
 from margin.search.edits import rebuild_text
-from margin.search.make import make_search
+from margin.search.make import GuidedOptions, make_search
 from margin.types import Prompt
 from tests.support.lexicon_guards import SubstringLexiconGuard
 
@@ -17,8 +17,8 @@ from tests.support.lexicon_guards import SubstringLexiconGuard
 def run_bon(text, label, max_calls, seed=0):
     prompt = Prompt("p", text, label, "t")
     model = CostModel.for_corpus([text])
-    search = make_search("bon", prompt, original_candidate(prompt, seed), [], 100.0, cost_model=model, seed=seed,
-                         max_calls=max_calls, incumbent=None)
+    search = make_search("bon", prompt, original_candidate(prompt, seed), [], 100.0,
+                         GuidedOptions(model, seed=seed, max_calls=max_calls))
     (result,) = drive([search], SubstringLexiconGuard(), batch_size=64, on_call=lambda _: None)
     return result, search
 

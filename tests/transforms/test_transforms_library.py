@@ -32,7 +32,7 @@ def test_library_size_families_and_stable_names():
     assert len(table) >= 30
     assert set(table) >= STABLE_NAMES
     assert {"actor", "assistant"} <= set(table["roleplay"].strengths)
-    assert {t.family for t in table.values()} == FAMILIES
+    assert {t.family for t in table.values()} >= FAMILIES  # a new transform may bring a new family
     for t in table.values():
         assert t.kind in ("edit", "wrapper") and t.assumption.strip() and "\n" not in t.assumption
         assert isinstance(t.visible, bool)

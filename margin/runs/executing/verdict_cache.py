@@ -24,7 +24,7 @@ from margin.datasets import cache_dir
 from margin.datasets.cases import RequestKey, case_json
 from margin.types import GuardInfo, Verdict
 from margin.util.hashing import canonical_json, sha256_text
-from margin.util.sqlitefile import SharedFile, rows_for_keys
+from margin.util.sqlitefile import SqliteCache, rows_for_keys
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS verdicts (
@@ -75,15 +75,14 @@ def default_cache_path() -> Path:
     return cache_dir() / "verdicts.sqlite"
 
 
-class VerdictCache:
-    def __init__(self, path: Path, info: GuardInfo) -> None:
-        self.path = path
-        self.guard = guard_key(info)
-        self._file = SharedFile(path, SCHEMA)
-        self.full = False  # set once a write found the file or its disk full: later verdicts go unstored
+class VerdictCache(SqliteCache[RequestKey, Verdict]):
+    SCHEMA = SCHEMA
+    TABLE = "verdicts"
 
-    def get(self, text: RequestKey) -> Verdict | None:
-        return self.get_many([text]).get(text)
+    def __init__(self, path: Path, info: GuardInfo) -> None:
+        super().__init__(path)
+        self.guard = guard_key(info)
+        self.full = False  # set once a write found the file or its disk full: later verdicts go unstored
 
     def get_many(self, texts: list[RequestKey]) -> dict[RequestKey, Verdict]:
         """The verdicts held for any of `texts`, by text (one query per few hundred)."""
@@ -112,10 +111,3 @@ class VerdictCache:
                 self.full = True
                 print(f"warning: the verdict cache {self.path} is full ({exc}); "
                       "the run goes on without storing verdicts", file=sys.stderr, flush=True)
-
-    def __len__(self) -> int:
-        return int(self._file.db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
-
-    def close(self) -> None:
-        self._file.close()
-

@@ -9,7 +9,6 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 from margin.cost import COST_NORMS, CostModel
 from margin.datasets import Dataset, load_dataset
@@ -29,7 +28,14 @@ from margin.runs.preparing.subset import METHODS, limit_prompts, limit_record
 from margin.search.adaptive import ONE_EDIT_MODES
 from margin.search.candidates import Ladder, original_candidate
 from margin.search.incumbents import load_incumbents
-from margin.search.make import STRATEGIES, STRATEGY_TABLE, Strategy, make_search, strategy
+from margin.search.make import (
+    STRATEGIES,
+    GuidedOptions,
+    Strategy,
+    check_options,
+    make_search,
+    strategy,
+)
 from margin.search.single_edits import KINDS, edit_transforms
 from margin.search.strategies import PromptSearch
 from margin.transforms.suites import Suite, load_suite
@@ -63,7 +69,7 @@ class PreparedRun:
         c = self.config
         candidates: Ladder | list[Candidate] = self.candidates(prompt) if self.strategy.from_suite else []
         return make_search(c.search, prompt, original_candidate(prompt, c.seed), candidates, c.budget,
-                           **self.search_options(prompt))
+                           self.search_options(prompt))
 
     def searches(self) -> Iterator[PromptSearch]:
         """One search per prompt, each made when it is asked for (a driver starts a few at a time)."""
@@ -73,15 +79,12 @@ class PreparedRun:
     def strategy(self) -> Strategy:
         return strategy(self.config.search)
 
-    def search_options(self, prompt: Prompt) -> dict[str, Any]:
+    def search_options(self, prompt: Prompt) -> GuidedOptions | None:
         if not self.strategy.options:
-            return {}
-        out = {"cost_model": self.cost_model, "seed": self.config.seed,
-               "max_calls": self.config.max_calls or DEFAULT_MAX_CALLS,
-               "incumbent": self.incumbents.get(prompt.id)}
-        if self.config.one_edit is not None:
-            out["one_edit"] = self.config.one_edit
-        return out
+            return None
+        return GuidedOptions(self.cost_model, seed=self.config.seed,
+                             max_calls=self.config.max_calls or DEFAULT_MAX_CALLS,
+                             incumbent=self.incumbents.get(prompt.id), one_edit=self.config.one_edit)
 
     @cached_property
     def record(self) -> RunRecord:
@@ -177,12 +180,9 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
         raise InputError("must not be negative", field="--driver-cpus")
     if not 0 <= config.max_missing <= 1:
         raise InputError("must be a share between 0 and 1 (or a percentage such as 1%)", field="--max-missing")
-    for option, given in (("max_calls", config.max_calls is not None), ("incumbents", bool(config.incumbents)),
-                          ("one_edit", config.one_edit is not None)):
-        if given and option not in STRATEGY_TABLE[config.search].options:
-            takers = " or ".join(s.name for s in STRATEGY_TABLE.values() if option in s.options)
-            flag = "--" + option.replace("_", "-")
-            raise InputError(f"only --search {takers} takes {flag}", field="--search")
+    check_options(config.search, [option for option, given in (
+        ("max_calls", config.max_calls is not None), ("incumbents", bool(config.incumbents)),
+        ("one_edit", config.one_edit is not None)) if given])
     if config.max_calls is not None and config.max_calls < 2:
         raise InputError("must be at least 2 (the original and one edit)", field="--max-calls")
     if config.one_edit is not None and config.one_edit not in ONE_EDIT_MODES:

@@ -18,12 +18,7 @@ from typing import IO
 from margin.datasets import load_dataset
 from margin.errors import InputError
 from margin.reports.snapshot_schema import Snapshot
-from margin.runfolder import (
-    read_jsonl,
-    read_run_record,
-    result_from_record,
-    write_run_record,
-)
+from margin.runfolder import folder_results, read_run_record, write_run_record
 from margin.runrecord import DECIDING, RunRecord, flags_of
 from margin.runs.executing.folder import claim_out_dir
 from margin.runs.preparing.subset import limit_prompts
@@ -40,19 +35,6 @@ class MergeOutcome:
     snapshot: Snapshot
     absent: int  # prompts no input covered
     replaced: int  # prompts a later input overrode
-
-
-def read_results(run_dir: Path) -> list[SearchResult]:
-    results = run_dir / "results.jsonl"
-    try:
-        if results.is_file():
-            return [result_from_record(r) for r in read_jsonl(results)]
-        receipts = run_dir / "receipts.jsonl"
-        if receipts.is_file():  # a killed run: the results it reached
-            return [result_from_record(r) for r in read_jsonl(receipts) if r.get("kind") == "result"]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"unreadable results ({type(exc).__name__}: {exc})", path=run_dir) from None
-    return []
 
 
 def merge_runs(dirs: list[Path], out_dir: Path, dataset: str | None = None) -> MergeOutcome:
@@ -95,7 +77,7 @@ def join_results(dirs: list[Path], prompts: Sequence[Prompt]) -> tuple[list[Sear
     merged: dict[str, SearchResult] = {}
     replaced = 0
     for run_dir in dirs:
-        for result in read_results(run_dir):
+        for result in folder_results(run_dir):
             if result.prompt_id not in known:
                 raise InputError(f"result for prompt {result.prompt_id!r}, which is not in the dataset",
                                  path=run_dir)
