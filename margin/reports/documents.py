@@ -14,7 +14,7 @@ import math
 import numbers
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
@@ -79,7 +79,7 @@ class Document(Open):
         """`margin-KIND-DATE-HASH16.json`; the date checked again where it becomes a file name."""
         return f"margin-{self.KIND}-{check_date(str(self.meta.snapshot_date))}-{self.content_hash()[:16]}.json"
 
-    def at(self, base_url: str | None) -> Document:
+    def at(self, base_url: str | None) -> Self:
         """The same document pinned to its own file: `meta.snapshot_url` = `base_url`/its name."""
         url = pinned_url(self.file_name(), base_url)
         return self.model_copy(update={"meta": self.meta.model_copy(update={"snapshot_url": url})})
