@@ -30,6 +30,11 @@ class Adapter(ABC):
     #: response and conversation formats are written for the family.
     shapes: ClassVar[Shapes] = PROMPT_ONLY
 
+    @classmethod
+    def shapes_for(cls, variant: str) -> Shapes:
+        """The cases `variant`'s template renders (for most families every variant's alike)."""
+        return cls.shapes
+
     def __init__(self, variant: str = "", options: Mapping[str, Any] | None = None) -> None:
         self.variant = variant
         self.options = dict(options or {})
