@@ -52,10 +52,12 @@ class CountingPool(InlinePool):
         super().__init__(guard, batch_size)
         self.cases_per_call: list[int] = []
         self.guard_cpu_s = 0.0
+        self.calls = 0
 
     def dispatch(self, book: Any, now: float) -> None:
         while not self.done and (tickets := book.take(self.name, self.figures.capacity)):
             requests = [t.request for t in tickets]
+            self.calls += 1
             if all(isinstance(r, Exchange) for r in requests):
                 self.cases_per_call.append(len({r.messages[:-1] for r in requests}))
             began = time.process_time()
@@ -85,7 +87,7 @@ def kind_figures(args: argparse.Namespace, guard: str, dataset: str, target: str
             "guard_calls": searched.guard_calls, "calls_per_case": searched.guard_calls / cases,
             "lower_bound_per_case": sum(lower_bound(candidates[r.prompt_id], r) for r in scored) / len(scored),
             "driver_cpu_s": cpu, "guard_cpu_s": pool.guard_cpu_s, "candidates_per_cpu_s": searched.guard_calls / cpu,
-            "calls": pool.figures.calls,
+            "calls": pool.calls,
             "cases_per_call": sum(pool.cases_per_call) / len(pool.cases_per_call) if pool.cases_per_call else None}
 
 

@@ -36,6 +36,8 @@ def test_response_cases_are_searched_and_their_calls_counted_per_case(tmp_path):
         assert 1 <= f["lower_bound_per_case"] <= f["calls_per_case"] <= 1 + f["candidates_per_case"]
         assert f["candidates_per_cpu_s"] > 0
     assert (text["sees"], whole["sees"]) == ("target text", "whole case")
-    # the same verdicts whatever the guard sees: the same searches
+    # the same verdicts whatever the guard sees: the same searches (no two cases here share a
+    # candidate's text, which a guard that sees the text alone would be sent once)
     assert text["guard_calls"] == whole["guard_calls"]
+    assert 1 <= text["calls"] and text["calls"] * 16 >= text["guard_calls"]
     assert text["cases_per_call"] is None and 1 <= whole["cases_per_call"] <= len(ROWS)
