@@ -61,6 +61,13 @@ def run(tmp_path: Path, preset: str, dataset: Path, target: str, *extra: str) ->
     return [r["body"] for r in server.requests], proc.returncode, proc.stderr
 
 
+def run_with_policies(tmp_path: Path, preset: str) -> tuple[list[dict], int, str]:
+    """The conversation cases, each naming its policy by id in a `--policies` file."""
+    policies = tmp_path / "policies.yaml"
+    policies.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in POLICIES.items()), encoding="utf-8")
+    return run(tmp_path, preset, conversations(tmp_path), "prompt", "--policies", str(policies))
+
+
 def text_of(content: str | list[dict]) -> str:
     return content if isinstance(content, str) else "".join(part["text"] for part in content)
 
@@ -91,10 +98,7 @@ def test_llama_guard_gets_each_response_as_the_agents_turn(tmp_path):
 
 @pytest.mark.slow
 def test_llama_guard_gets_a_conversation_and_its_policy_as_categories(tmp_path):
-    policies = tmp_path / "policies.yaml"
-    policies.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in POLICIES.items()), encoding="utf-8")
-    bodies, code, err = run(tmp_path, "llama-guard-3-1b", conversations(tmp_path), "prompt", "--policies",
-                            str(policies))
+    bodies, code, err = run_with_policies(tmp_path, "llama-guard-3-1b")
     assert code == 0, err
     for body in bodies:
         assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
@@ -122,10 +126,7 @@ def test_wildguard_gets_the_prompt_and_each_response_and_refuses_a_conversation(
 
 @pytest.mark.slow
 def test_gpt_oss_safeguard_gets_the_case_policy_as_its_system_message(tmp_path):
-    policies = tmp_path / "policies.yaml"
-    policies.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in POLICIES.items()), encoding="utf-8")
-    bodies, code, err = run(tmp_path, "gpt-oss-safeguard-20b", conversations(tmp_path), "prompt", "--policies",
-                            str(policies))
+    bodies, code, err = run_with_policies(tmp_path, "gpt-oss-safeguard-20b")
     assert code == 0, err
     assert all(b["reasoning_effort"] == "low" and b["chat_template_kwargs"] == {"reasoning_effort": "low"}
                for b in bodies)

@@ -12,11 +12,18 @@ import math
 
 import pytest
 
-from benchmarks.llama_guard_3 import build
 from margin.backends import prefix as shared
 from margin.backends.generation import Generation
 from margin.types import Exchange, Turn
-from tests.backends.test_prefix_reuse import FP32_LOGPROB_TOL, assert_same, guard
+from tests.backends.test_prefix_reuse import (
+    FP32_LOGPROB_TOL,
+    answering,
+    assert_same,
+    gibberish,
+    guard,
+)
+
+__all__ = ["answering", "gibberish"]  # the models, fixtures shared with test_prefix_reuse.py
 
 PAIRS = [("How do I kill a Python process?", "Run kill with its PID."),
          ("What is the capital of France? " * 3, "Paris. " * 5),
@@ -30,16 +37,6 @@ def candidates(prompt: str, response: str, earlier: tuple[Turn, ...] = ()) -> li
 
 
 ITEMS = [c for p, r in PAIRS for c in candidates(p, r)]
-
-
-@pytest.fixture(scope="module")
-def gibberish(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("lg3-gibberish"), "tiny", answer=False)
-
-
-@pytest.fixture(scope="module")
-def answering(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("lg3-answering"), "tiny", answer=True)
 
 
 def outputs(g, items):  # type: ignore[no-untyped-def]

@@ -39,5 +39,5 @@ def test_response_cases_are_searched_and_their_calls_counted_per_case(tmp_path):
     # the same verdicts whatever the guard sees: the same searches (no two cases here share a
     # candidate's text, which a guard that sees the text alone would be sent once)
     assert text["guard_calls"] == whole["guard_calls"]
-    assert 1 <= text["calls"] and text["calls"] * 16 >= text["guard_calls"]
+    assert text["calls"] >= 1 and text["calls"] * 16 >= text["guard_calls"]
     assert text["cases_per_call"] is None and 1 <= whole["cases_per_call"] <= len(ROWS)
