@@ -2,6 +2,7 @@
 
     python -m benchmarks.prefix [--dataset xstest|sample|PATH] [--size small] [--batch-size 32]
                                 [--batches 3] [--repeats 3] [--dtype float32] [--threads 1] [--json OUT]
+                                [--responses PATH [--per-case 8] [--only-responses]]
 
 A Llama-Guard-3-8B-shaped model built offline (`benchmarks.llama_guard_3`: Llama Guard 3-8B's
 chat template, a tokenizer trained here, random weights, answering `safe` the way the real
@@ -9,7 +10,13 @@ model does) classifies the same batches four ways: the full computation in one p
 (the backend before prefix reuse), the full computation in length chunks, the prefix reused
 in one padded batch, and the prefix reused in length chunks (the default). Two kinds of
 batches: the dataset's prompts, and candidates of the standard suite drawn at random (a
-search's batches mix bare prompts with wrapped ones, so lengths vary much more).
+search's batches mix bare prompts with wrapped ones, so lengths vary much more). With
+`--responses` (a labelled-completions file, as `margin run --target response` loads it), two
+more: response candidates, `--per-case` of each of a few cases per batch (a search's calls hold
+runs of candidates of one case: `benchmarks.responses` measures how many), and one candidate of
+each of `--batch-size` cases (the least any case prefix can share). A response's candidates share
+their case's own prefix (the template and the prompt turn), registered as a guard call does
+(`GenerativeGuard.use_case_prefixes`).
 
 Speed: the least CPU time of this process over `repeats` interleaved runs per way, with one
 torch thread (the default), so that other jobs sharing the machine's cores change the
@@ -35,6 +42,7 @@ from typing import Any
 from margin.backends.generation import Generation
 from margin.guards.base import apply_threshold
 from margin.guards.generative import GenerativeGuard
+from margin.types import Exchange
 
 NO_CHUNKS = {"min_tokens": 10**12, "max_tokens": 10**12}
 WAYS = {  # name: (prefix reuse, length chunks)
@@ -55,12 +63,13 @@ def load_guard(path: Path, prefix: bool, dtype: str) -> GenerativeGuard:
     return guard
 
 
-def run(guard: GenerativeGuard, batches: Sequence[Sequence[str]]) -> tuple[float, float, list[Generation]]:
+def run(guard: GenerativeGuard, batches: Sequence[Sequence[str | Exchange]]) -> tuple[float, float, list[Generation]]:
     """CPU seconds, wall seconds and the outputs of the guard's backend on `batches`."""
     outputs: list[Generation] = []
     cpu, wall = time.process_time(), time.perf_counter()
     for batch in batches:
-        for out in guard.backend.generate([guard.adapter.request(t) for t in batch]):
+        guard.use_case_prefixes(batch)  # type: ignore[arg-type]  # as `classify` does
+        for out in guard.backend.generate([guard.adapter.request(t) for t in batch]):  # type: ignore[arg-type]
             assert isinstance(out, Generation), out
             outputs.append(out)
     return time.process_time() - cpu, time.perf_counter() - wall, outputs
@@ -85,7 +94,7 @@ def compare(guard: GenerativeGuard, ref: Sequence[Generation], got: Sequence[Gen
             "labels": {label: sum(v.label == label for v in vb) for label in sorted({v.label for v in vb})}}
 
 
-def scenario(name: str, batches: list[list[str]], guards: dict[bool, GenerativeGuard], repeats: int) -> dict[str, Any]:
+def scenario(name: str, batches: list[list[str | Exchange]], guards: dict[bool, GenerativeGuard], repeats: int) -> dict[str, Any]:
     times: dict[str, list[float]] = {way: [] for way in WAYS}
     walls: dict[str, list[float]] = {way: [] for way in WAYS}
     outputs: dict[str, list[Generation]] = {}
@@ -118,18 +127,34 @@ def scenario(name: str, batches: list[list[str]], guards: dict[bool, GenerativeG
             "ways": ways, "batching_noise": compare(guards[False], reference, alone)}
 
 
-def make_batches(args: argparse.Namespace) -> dict[str, list[list[str]]]:
+def make_batches(args: argparse.Namespace) -> dict[str, list[list[str | Exchange]]]:
     from margin.runs.preparing.config import RunConfig
     from margin.runs.preparing.prepare import prepare_inputs
 
-    prepared = prepare_inputs(RunConfig(guard="keyword", dataset=args.dataset, suite="standard"))
     n = args.batch_size * args.batches
-    prompts = [p.text for p in prepared.prompts][:n]
-    candidates = [c.text for p in prepared.prompts for c in prepared.all_candidates(p)]
-    drawn = random.Random(args.seed).sample(candidates, n)
     cut = args.batch_size
-    return {"prompts": [prompts[i:i + cut] for i in range(0, len(prompts), cut)],
-            "candidates": [drawn[i:i + cut] for i in range(0, n, cut)]}
+    batches: dict[str, list[list[str | Exchange]]] = {}
+    if not args.only_responses:
+        prepared = prepare_inputs(RunConfig(guard="keyword", dataset=args.dataset, suite="standard"))
+        prompts: list[str | Exchange] = [p.text for p in prepared.prompts][:n]
+        candidates = [c.text for p in prepared.prompts for c in prepared.all_candidates(p)]
+        drawn: list[str | Exchange] = list(random.Random(args.seed).sample(candidates, n))
+        batches = {"prompts": [prompts[i:i + cut] for i in range(0, len(prompts), cut)],
+                   "candidates": [drawn[i:i + cut] for i in range(0, n, cut)]}
+    if args.responses:
+        responses = prepare_inputs(RunConfig(guard="keyword", dataset=args.responses, suite="standard",
+                                             target="response"))
+        rng = random.Random(args.seed)
+        cases = rng.sample(list(responses.prompts), n)
+
+        def some(case: Any, k: int) -> list[str | Exchange]:
+            return [case.exchange(c.text) for c in rng.sample(list(responses.all_candidates(case)), k)]
+
+        runs = [x for case in cases[:n // args.per_case] for x in some(case, args.per_case)]
+        ones = [x for case in cases for x in some(case, 1)]
+        batches[f"response candidates, {args.per_case} per case"] = [runs[i:i + cut] for i in range(0, n, cut)]
+        batches["response candidates, 1 per case"] = [ones[i:i + cut] for i in range(0, n, cut)]
+    return batches
 
 
 def show(f: dict[str, Any]) -> None:
@@ -165,6 +190,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--seed", type=int, default=0, help="which candidates are drawn")
     parser.add_argument("--model-dir", type=Path, help="where the model is built (default: a temporary folder)")
+    parser.add_argument("--responses", help="a labelled-completions CSV: add the response scenarios")
+    parser.add_argument("--per-case", type=int, default=8, help="response candidates of one case per batch")
+    parser.add_argument("--only-responses", action="store_true", help="only the response scenarios")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     import torch

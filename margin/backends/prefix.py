@@ -7,6 +7,10 @@ longest common run of token ids. A request then shares the prefix only when its 
 tokenisation starts with exactly those ids: the suffix is never tokenised on its own, so a
 tokenizer merge across the boundary (a text starting with a character that joins the
 template's last token) cannot change what the model sees; such a request simply runs whole.
+
+A case with turns before its target (a response after its prompt, a conversation) has a longer
+natural prefix: the template and every turn up to the target's text, which all of its
+candidates share. It is found the same way, with the probes in the target turn.
 """
 
 from __future__ import annotations
@@ -19,6 +23,10 @@ from typing import Any
 PROBES = ("a", "Z 9", "0?", "(x)", "é", " b")
 # A shorter shared prefix is not worth a cache: the copy per batch costs about what it saves.
 MIN_PREFIX_TOKENS = 16
+# Cases' own prefixes (their conversations up to the target turn) kept at once, with their
+# caches: enough for the searches a run has in flight; an 8B model's cache of a 400-token
+# prefix is about 50 MB.
+CASE_PREFIXES = 64
 
 
 def common_prefix(sequences: Sequence[Sequence[int]]) -> tuple[int, ...]:

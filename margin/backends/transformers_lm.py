@@ -7,7 +7,9 @@ its token budget gets no output and an error: it is never truncated. A GGUF file
 (`margin.backends.gguf`) loads dequantized, with the tokenizer and chat template it holds.
 
 Shared prefixes (`share_prefix`): the template tokens every request of a guard starts with
-are run once, and their keys and values are reused for every batch; only each request's
+are run once, and their keys and values are reused for every batch; a case with a
+conversation, whose candidates all start with the same turns, registers its own longer prefix
+(`use_prefix`), kept while its search uses it; only each request's
 suffix is computed, with the prefix's cache copied over the batch, the suffixes left-padded
 after it (padding masked, positions counted from the mask, so each suffix token sits where
 it sits in the full prompt). Requests that do not start with a registered prefix, and
@@ -18,6 +20,7 @@ whole.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -83,8 +86,10 @@ class TransformersLM:
         self.eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         if self.tokenizer.eos_token_id is not None:
             self.eos_ids.add(self.tokenizer.eos_token_id)
-        # Shared prefixes: token ids -> their key/value cache for one row (computed on first use).
-        self.prefixes: dict[tuple[int, ...], Any] = {}
+        # Shared prefixes: token ids -> their key/value cache for one row (computed on first use),
+        # least recently registered first; the template's are pinned, cases' come and go.
+        self.prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self.pinned: set[tuple[int, ...]] = set()
         why = "turned off" if not prefix_cache else (
             "a processor model" if auto_class == "image-text-to-text" else shared.cache_is_exact(self.model))
         self.prefix_off_reason: str | None = why
@@ -98,20 +103,38 @@ class TransformersLM:
         gpu = str(self.device).startswith("cuda")
         self.chunking = {"min_tokens": 32768 if gpu else 512, "max_tokens": 131072 if gpu else 16384}
 
-    def share_prefix(self, requests: Sequence[GuardRequest]) -> int:
-        """Register the prefix that `requests` (one guard request rendered around different
-        probe texts) share; returns its length in tokens, 0 when none is used."""
+    def prefix_of(self, requests: Sequence[GuardRequest]) -> tuple[int, ...]:
+        """The token ids that `requests` (one guard request rendered around different probe
+        texts) share; () when reuse is off or the shared run is too short to be worth it."""
         if self.prefix_off_reason is not None:
-            return 0
+            return ()
         try:
             common = shared.common_prefix([self.render(r) for r in requests])
         except Exception as exc:  # a template that rejects a probe: run every request whole
             log.info("shared-prefix reuse off: a probe did not render (%s)", exc)
-            return 0
-        if len(common) < shared.MIN_PREFIX_TOKENS:
-            return 0
-        self.prefixes.setdefault(common, None)
+            return ()
+        return common if len(common) >= shared.MIN_PREFIX_TOKENS else ()
+
+    def share_prefix(self, requests: Sequence[GuardRequest]) -> int:
+        """Register the template prefix that `requests` share, for good; returns its length
+        in tokens, 0 when none is used."""
+        common = self.prefix_of(requests)
+        if common:
+            self.prefixes.setdefault(common, None)
+            self.pinned.add(common)
         return len(common)
+
+    def use_prefix(self, common: tuple[int, ...]) -> None:
+        """Register a case's own prefix (its conversation up to the target turn) for the
+        requests to come. Cases come and go as their searches do: beyond `CASE_PREFIXES`, the
+        least recently used case prefix is forgotten with its cache."""
+        if not common or common in self.pinned:
+            return
+        self.prefixes.setdefault(common, None)
+        self.prefixes.move_to_end(common)
+        unpinned = [p for p in self.prefixes if p not in self.pinned]
+        for old in unpinned[:max(0, len(unpinned) - shared.CASE_PREFIXES)]:
+            del self.prefixes[old]
 
     def render(self, request: GuardRequest) -> list[int]:
         if request.prompt is not None:

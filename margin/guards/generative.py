@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -19,7 +20,7 @@ from margin.backends.secrets import redact
 from margin.errors import UnanswerableInput
 from margin.guards.adapters.base import Adapter
 from margin.guards.base import Guard, apply_threshold
-from margin.types import Exchange, GuardInfo, Verdict
+from margin.types import Exchange, GuardInfo, Turn, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class GenerativeGuard(Guard):
         self.max_batch_size = max_batch_size
         self.remote = bool(getattr(backend, "remote", False))
         self.prefix_tokens = self.share_prefixes()
+        self._case_prefixes: OrderedDict[Exchange, list[tuple[int, ...]]] = OrderedDict()  # case -> its prefixes
         # Asked for logprobs (top_logprobs > 0) but got no p_unsafe: said once per guard.
         self._warn_unscored = bool(getattr(backend, "top_logprobs", 0))
 
@@ -73,11 +75,41 @@ class GenerativeGuard(Guard):
             return []
         return [share(list(requests)) for requests in zip(*slots, strict=True)]
 
+    def use_case_prefixes(self, texts: Sequence[str | Exchange]) -> None:
+        """Tell a backend that reuses prefixes each case's own (`margin.backends.prefix`): a
+        whole case with a conversation, a policy or context starts every candidate with the
+        same template and turns, longer than the template prefix (for Llama Guard a response
+        even differs from it in the task line). Found once per case, by probing its target turn."""
+        use = getattr(self.backend, "use_prefix", None)
+        if use is None or self.backend.prefix_off_reason is not None:  # type: ignore[attr-defined]
+            return
+        from margin.backends.prefix import CASE_PREFIXES, PROBES
+
+        for case in texts:
+            if not isinstance(case, Exchange) or (len(case.messages) == 1 and not case.policy and not case.context):
+                continue  # a lone prompt: the template prefix is its natural one
+            key = case._replace(messages=case.messages[:-1])
+            found = self._case_prefixes.get(key)
+            if found is None:
+                role = case.messages[-1].role
+                # whole-case adapters take an Exchange where the base Adapter says str
+                slots = [self.adapter.requests(case._replace(messages=(*key.messages, Turn(role, probe))))  # type: ignore[arg-type]
+                         for probe in PROBES]
+                prefix_of = self.backend.prefix_of  # type: ignore[attr-defined]
+                found = [prefix_of(list(r)) for r in zip(*slots, strict=True)] if len({len(s) for s in slots}) == 1 else []
+                self._case_prefixes[key] = found
+                while len(self._case_prefixes) > CASE_PREFIXES:
+                    self._case_prefixes.popitem(last=False)
+            self._case_prefixes.move_to_end(key)
+            for common in found:
+                use(common)
+
     @property
     def info(self) -> GuardInfo:
         return self._info
 
     def classify(self, texts: Sequence[str]) -> list[Verdict | UnanswerableInput | None]:
+        self.use_case_prefixes(texts)
         requests: list[GuardRequest] = []
         spans: list[tuple[int, int]] = []
         for text in texts:

@@ -24,6 +24,7 @@ class ModerationGuard(Guard):
     def __init__(self, adapter: Moderation, endpoint: AsyncEndpoint, model: str, info: GuardInfo, *,
                  max_batch_size: int = 32) -> None:
         self.adapter = adapter
+        self.shapes = adapter.shapes  # the target text alone
         self.endpoint = endpoint
         self.model = model
         self._info = info

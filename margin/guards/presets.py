@@ -54,7 +54,9 @@ class Preset:
 
     @property
     def shapes(self) -> Shapes:
-        """The cases its adapter renders (sequence classifiers and moderation APIs: prompts)."""
+        """The cases its adapter renders (sequence classifiers: prompts)."""
+        if self.family in MODERATION:
+            return MODERATION[self.family].shapes
         return GENERATIVE[self.family].shapes_for(self.variant) if self.family in GENERATIVE else PROMPT_ONLY
 
     @property

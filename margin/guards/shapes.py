@@ -9,7 +9,8 @@ classifier: the rest of the case never reaches it) or the whole case (`margin.ty
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from margin.errors import InputError
@@ -27,6 +28,8 @@ class Shapes:
     context: bool = False  # shows a case's frozen evidence (where its format has a place for it)
     sees: Sees = "target text"
     system: bool = True  # with `conversation`: renders a system turn (Llama Guard's template has none)
+    # with `policy`: why a policy text is not in the form the family's format takes (None: it is)
+    policy_form: Callable[[str], str | None] | None = field(default=None, compare=False)
 
     @property
     def whole_cases(self) -> bool:
@@ -50,6 +53,9 @@ class Shapes:
             return "context", "has no place for a case's context in its format (it would judge without it)"
         if case.policy and not self.policy:
             return "policy", "takes no per-case policy (its policy is fixed)"
+        malformed = self.policy_form(case.policy) if case.policy and self.policy_form else None
+        if malformed:
+            return "policy", malformed
         return None
 
 

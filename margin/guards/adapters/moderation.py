@@ -1,6 +1,9 @@
 """Moderation APIs: OpenAI (`omni-moderation`) and Mistral (`mistral-moderation`).
 
-Input: the raw text, many texts per request. OpenAI: the verdict is `flagged` (OpenAI's own
+Input: the raw text, many texts per request. The text sent is the case's target text alone (its
+prompt, or its response for a response case): the API takes texts, not conversations or
+policies, so a case with turns before its judged exchange, or with a policy, is refused
+rather than judged without them. OpenAI: the verdict is `flagged` (OpenAI's own
 thresholds); Mistral: unsafe when a selected category is true, where the selection is every
 category the response reports except the advice / PII ones (health, financial, law, pii),
 or `options.categories`. p_unsafe is the largest category score (of the selection for
@@ -15,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from margin.errors import InputError
-from margin.types import Verdict
+from margin.guards.shapes import Shapes
+from margin.types import TARGETS, Verdict
 from margin.util.hashing import canonical_json
 
 NOT_HARM = frozenset({"health", "financial", "law", "pii"})
@@ -25,6 +29,8 @@ class Moderation:
     family: ClassVar[str]
     labels: ClassVar[str]
     path: ClassVar[str] = "/moderations"
+    #: the target turn's text alone: a prompt, or a response without the prompt it answers
+    shapes: ClassVar[Shapes] = Shapes(targets=TARGETS)
 
     def __init__(self, variant: str = "", options: Mapping[str, Any] | None = None) -> None:
         self.variant = variant
