@@ -250,7 +250,7 @@ def test_nemoguard_takes_one_exchange_and_no_policy():
 def test_a_moderation_api_takes_target_texts_and_refuses_conversations_and_policies(preset):
     shapes = guard_shapes(parse_guard_spec(preset))
     assert shapes.as_json() == {"targets": ["prompt", "response"], "conversation": False, "policy": False,
-                                "sees": "target text", "system": True}
+                                "sees": "target text", "system": True, "context": False}
     assert OpenAIModeration.shapes == MistralModeration.shapes == shapes
     response = Prompt("r", ANSWER, "unsafe", history=(Turn("user", PROMPT),), target="response")
     check_cases(preset, shapes, (response,), "cases.jsonl", None)  # one exchange: its response text is sent
