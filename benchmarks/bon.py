@@ -13,6 +13,7 @@ samples and forecasts ASR at N, beside the ASR measured there.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -66,7 +67,7 @@ def main() -> None:
     prepared = prepare(config)
     guard = load_guard(args.guard)
     chosen = sample(list(prepared.prompts), guard.classify([p.text for p in prepared.prompts]), args.sample)
-    prepared.prompts = tuple(chosen)
+    prepared = dataclasses.replace(prepared, prompts=tuple(chosen))
     with tempfile.TemporaryDirectory() as folder:
         outcome = execute(prepared, Path(folder) / "run")
     n_max = args.max_calls - 1

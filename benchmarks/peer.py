@@ -39,6 +39,7 @@ among one-edit flips); the default is guided.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -230,7 +231,7 @@ def margin_side(args: argparse.Namespace, search: str, max_calls: int | None) ->
     if args.sample is not None:
         guard = load_guard(args.guard)
         chosen = sample(list(prepared.prompts), guard.classify([p.text for p in prepared.prompts]), args.sample)
-        prepared.prompts = tuple(chosen)
+        prepared = dataclasses.replace(prepared, prompts=tuple(chosen))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         outcome = execute(prepared, Path(folder) / "run")

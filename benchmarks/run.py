@@ -40,13 +40,13 @@ from margin.engine.settings import BATCH_SIZE
 from margin.guards.make import build_guard, parse_guard_spec
 from margin.guards.spec import GuardSpec
 from margin.runfolder import read_jsonl
-from margin.runs.executing.driver import POOL
 from margin.runs.executing.execute import execute
-from margin.runs.executing.guard_pool import GuardCaller
 from margin.runs.executing.single import search as run_search
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.prepare import PreparedRun, prepare
 from margin.runs.recording.outputs import RunOutcome
+from margin.serving.driver import POOL
+from margin.serving.guard_pool import GuardCaller
 from margin.types import Candidate, SearchResult
 
 

@@ -49,9 +49,9 @@ def run(guard: str | GuardSpec | Guard, *, out: str | Path | None = None, resume
     (dataset, suite, budget, search, seed, limit, engine, cache, ...)."""
     from margin.guards.base import Guard as GuardClass
     from margin.runs.executing.execute import execute
-    from margin.runs.executing.folder import default_out_dir
     from margin.runs.preparing.config import RunConfig
     from margin.runs.preparing.prepare import prepare
+    from margin.runs.recording.folder import default_out_dir
 
     instance = guard if isinstance(guard, GuardClass) else None
     name = instance.info.id if instance is not None else guard

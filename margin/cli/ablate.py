@@ -102,7 +102,7 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, r
     from margin.reports.tables import ablation_tables
     from margin.runs.ablate import check_ablation_dir, run_ablation
     from margin.runs.executing.execute import execute
-    from margin.runs.executing.folder import check_out_dir, default_out_dir
+    from margin.runs.recording.folder import check_out_dir, default_out_dir
     from margin.runs.recording.outputs import CoverageError, check_coverage
     from margin.util.folderlock import hold
 
@@ -155,7 +155,7 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, r
 def kept_if_recorded(out_dir: Path, made: bool) -> bool:
     """Whether an interrupted ablation recorded anything; if not, the defence folders it began
     are removed (and `out_dir`, if it made it), so the same --out can be given again."""
-    from margin.runs.executing.folder import remove_unstarted, unstarted
+    from margin.runs.recording.folder import remove_unstarted, unstarted
     from margin.util.folderlock import entries
 
     if not out_dir.is_dir():

@@ -109,8 +109,8 @@ def run(
 
 def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any:
     from margin.runs.executing.execute import execute
-    from margin.runs.executing.folder import default_out_dir
     from margin.runs.preparing.prepare import prepare
+    from margin.runs.recording.folder import default_out_dir
 
     target = resume  # the folder a Ctrl-C leaves to resume (a new one only once the run has begun)
     try:

@@ -27,8 +27,8 @@ from margin.judges.verdicts import JudgeVerdict
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings, validate_pairings
 from margin.runfolder import dumps
-from margin.runs.executing.guard_pool import is_remote
-from margin.runs.executing.session import CallSettings
+from margin.serving.calls import CallSettings
+from margin.serving.guard_pool import is_remote
 from margin.studies.coverage import guard_error, pair_coverages
 from margin.studies.health import ModelUnavailable
 from margin.studies.plan import StudyPlan, Transformation

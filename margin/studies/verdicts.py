@@ -1,7 +1,7 @@
 """Guard verdicts for a study: originals and transformed prompts, through the search engine.
 
 Each prompt is one exhaustive search over its transformed texts (one candidate per
-transformation) through the same guard session as `margin run` (`margin.runs.executing.session`):
+transformation) through the same guard session as `margin run` (`margin.serving.session`):
 the driver batches or streams every prompt's texts, answers repeats from the verdict cache,
 writes receipts and replays them on resume.
 """
@@ -14,12 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from margin.runs.executing.driver import VerdictReplay
-from margin.runs.executing.resume import cut_torn_tail, load_replay
-from margin.runs.executing.session import CallSettings, GuardSession
-from margin.runs.executing.verdict_cache import default_cache_path
 from margin.search.candidates import original_candidate
 from margin.search.strategies import ExhaustiveSearch
+from margin.serving.calls import CallSettings
+from margin.serving.driver import VerdictReplay
+from margin.serving.replay import cut_torn_tail, load_replay
+from margin.serving.session import GuardSession
+from margin.serving.verdict_cache import default_cache_path
 from margin.studies.plan import GuardPlan, StudyPlan
 from margin.types import Candidate, Verdict
 

@@ -13,8 +13,8 @@ from margin.cli.entry import app as cli_app  # the Typer app, its commands regis
 from margin.engine.limits import EndpointLimits
 from margin.engine.settings import CALL_TIMEOUT, LIMIT_OPTIONS, MAX_MISSING, SETTINGS
 from margin.errors import InputError
-from margin.runs.executing.session import CallSettings
 from margin.runs.preparing.config import RunConfig
+from margin.serving.calls import CallSettings
 from margin.studies.config import Runtime
 from tests.support.paths import REPO
 

@@ -19,9 +19,9 @@ from margin.engine.limits import EndpointLimits
 from margin.engine.settings import CALL_TIMEOUT
 from margin.guards.make import parse_guard_spec
 from margin.runs.executing.drivers import shared_guard_pool
-from margin.runs.executing.guard_pool import guard_pool
-from margin.runs.executing.session import CallSettings
 from margin.runs.preparing.config import RunConfig
+from margin.serving.calls import CallSettings
+from margin.serving.guard_pool import guard_pool
 from margin.studies.model_pools import model_limits, model_pool
 from margin.studies.models import ModelSpec
 from margin.studies.plan import prepare as prepare_study

@@ -25,14 +25,16 @@ from margin.engine.actors import ActorPool
 from margin.engine.cluster import connect, disconnect, import_ray
 from margin.errors import EndpointDown, InputError
 from margin.runfolder import write_run_record
-from margin.runs.executing.folder import check_run_dir, claim_out_dir, remove_unstarted
-from margin.runs.executing.session import EngineFigures, GuardSession
+from margin.runs.executing.resume import check_run_dir
 from margin.runs.executing.single import search
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.prepare import PreparedRun
 from margin.runs.preparing.shards import select_shard
+from margin.runs.recording.folder import claim_out_dir, remove_unstarted
 from margin.runs.recording.merge import join_receipts, join_results
 from margin.runs.recording.outputs import RunOutcome, finish
+from margin.serving.calls import EngineFigures
+from margin.serving.session import GuardSession
 from margin.types import SearchResult
 from margin.util.folderlock import hold
 
@@ -65,7 +67,7 @@ def shared_guard_pool(config: RunConfig, actors: list[Any], capacity: int) -> Ac
 
 class DriverActor:
     """One of the N driver actors: a Ray actor (threaded, so progress can be asked while it
-    searches) that runs one shard of the run to its results (`margin.runs.executing.driver.Driver` is
+    searches) that runs one shard of the run to its results (`margin.serving.driver.Driver` is
     the search loop inside it)."""
 
     def __init__(self) -> None:

@@ -18,8 +18,8 @@ from margin.runrecord import (
     DEFAULT_SEED,
     DEFAULT_SUITE,
 )
-from margin.runs.executing.session import CallSettings, Engine
 from margin.runs.preparing.subset import LimitMethod
+from margin.serving.calls import CallSettings, Engine
 from margin.types import Target
 
 
