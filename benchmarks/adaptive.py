@@ -48,7 +48,7 @@ class WithoutPrior(PreparedRun):
 def run(guard_spec: str, dataset: str, search: str, max_calls: int | None, seed: int, prior: bool,
         limit: int | None = None, one_edit: str | None = None) -> Any:
     adaptive = search == "adaptive"
-    config = RunConfig(guard=guard_spec, dataset=dataset, search=search, seed=seed, limit=limit,
+    config = RunConfig.of(guard=guard_spec, dataset=dataset, search=search, seed=seed, limit=limit,
                        max_calls=max_calls if adaptive else None, one_edit=one_edit if adaptive else None,
                        batch_size=256)
     prepared = prepare(config)

@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    config = RunConfig(guard=args.guard, dataset="xstest", search="bon", max_calls=args.max_calls, seed=args.seed,
+    config = RunConfig.of(guard=args.guard, dataset="xstest", search="bon", max_calls=args.max_calls, seed=args.seed,
                        batch_size=256, engine="local")
     prepared = prepare(config)
     guard = load_guard(args.guard)

@@ -224,7 +224,7 @@ def combined(peers: dict[str, list[dict[str, Any]]]) -> str:
 
 
 def margin_side(args: argparse.Namespace, search: str, max_calls: int | None) -> tuple[Any, Any, float]:
-    config = RunConfig(guard=args.guard, dataset=args.dataset, search=search, seed=args.seed, limit=args.limit,
+    config = RunConfig.of(guard=args.guard, dataset=args.dataset, search=search, seed=args.seed, limit=args.limit,
                        max_calls=max_calls, one_edit=args.one_edit if search == "adaptive" else None,
                        batch_size=256, engine="local")
     prepared = prepare(config)

@@ -65,7 +65,7 @@ def exhaustive(guard: Any, prompts: list[Any], cost_model: Any, path: Path) -> d
 
 
 def adaptive(guard_spec: str, ids: set[str], max_calls: int | None, one_edit: str | None = None) -> dict[str, Any]:
-    config = RunConfig(guard=guard_spec, dataset="xstest", search="adaptive", max_calls=max_calls,
+    config = RunConfig.of(guard=guard_spec, dataset="xstest", search="adaptive", max_calls=max_calls,
                        one_edit=one_edit, batch_size=256, engine="local")
     prepared = prepare(config)
     prepared = dataclasses.replace(prepared, prompts=tuple(p for p in prepared.prompts if p.id in ids))

@@ -7,7 +7,7 @@ None falls back to the guard file's `backend_options`, then to the engine's defa
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from margin.engine import settings as defaults
@@ -36,6 +36,14 @@ class CallSettings:
     requests_per_second: float | None = None
     hedge_after_s: float | str | None = None
     max_outage_s: float | None = None
+
+    @classmethod
+    def of_runtime(cls, runtime: Any, **given: Any) -> CallSettings:
+        """A study's `runtime:` block (`margin.studies.config.Runtime`) as call settings: each
+        of its keys the table names a call setting, with `given` (engine, ray_address)."""
+        names = {f.name for f in fields(cls)}
+        keys = {s.name: getattr(runtime, s.runtime) for s in defaults.SETTINGS if s.runtime and s.name in names}
+        return cls(**keys, **given)
 
     @property
     def batch_timeout_s(self) -> float:

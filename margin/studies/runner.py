@@ -96,10 +96,7 @@ def check_out_dir(plan: StudyPlan, out_dir: Path, resume: bool) -> None:
 def call_settings(plan: StudyPlan, engine: Engine, ray_address: str | None) -> CallSettings:
     """How the study's calls are made: its `runtime` keys (None: each endpoint's own
     `backend_options`, then the defaults)."""
-    runtime = plan.config.runtime
-    return CallSettings(engine=engine, ray_address=ray_address, batch_size=runtime.batch_size,
-                        retry_wait_s=runtime.retry_wait_s, max_attempts=runtime.max_attempts,
-                        call_timeout_s=runtime.call_timeout_s, max_outage_s=runtime.max_outage_s)
+    return CallSettings.of_runtime(plan.config.runtime, engine=engine, ray_address=ray_address)
 
 
 def in_process(plan: StudyPlan) -> list[str]:

@@ -80,7 +80,7 @@ def test_ray_actors_get_it_as_their_batch_limit():
 
 def test_several_drivers_share_the_guards_actors_with_the_same_limit():
     for given, expected in ((None, CALL_TIMEOUT.case("batch")), (7.0, 7.0)):
-        config = RunConfig(guard="keyword", drivers=2, call_timeout_s=given)
+        config = RunConfig.of(guard="keyword", drivers=2, call_timeout_s=given)
         pool = shared_guard_pool(config, [object(), object()], capacity=16)  # stand-ins for running actors
         assert pool.call_timeout_s == expected and not pool.owns and pool.replicas == 2
 

@@ -225,7 +225,7 @@ class CrashingGuard(HashGuard):
 def local_run(out: Path, guard, *, resume=False, **config):
     settings = {"dataset": "sample", "suite": "quick", "engine": "local", "retry_wait_s": 0.0,
                 "batch_size": 8, "cache": False, **config}
-    prepared = prepare(RunConfig(guard=GuardSpec(name="keyword"), **settings), guard=guard)
+    prepared = prepare(RunConfig.of(guard=GuardSpec(name="keyword"), **settings), guard=guard)
     return execute(prepared, out, resume=resume)
 
 

@@ -52,7 +52,7 @@ def search(
     with hold(out_dir, what="run folder") as held:
         try:
             resuming = check_run_dir(prepared, out_dir, resume)  # again, now that no one else writes it
-            session = GuardSession(prepared.spec, info, config.call_settings(), guard=prepared.guard, pool=pool,
+            session = GuardSession(prepared.spec, info, config.calls, guard=prepared.guard, pool=pool,
                                    on_batch=on_batch)
             with session:
                 # Only now, with the guard running, is anything written.

@@ -141,14 +141,14 @@ def loads_here(config: RunConfig) -> bool:
     """Whether the guard's model loads on this machine: in this process, or on a Ray that
     margin starts here (a cluster named by --ray-address or $RAY_ADDRESS may hold models
     this machine does not)."""
-    return config.engine == "local" or not (config.ray_address or os.environ.get("RAY_ADDRESS"))
+    return config.calls.engine == "local" or not (config.calls.ray_address or os.environ.get("RAY_ADDRESS"))
 
 
 def check_call_timeout(config: RunConfig, remote: bool) -> None:
     """`--call-timeout` bounds an endpoint's request, or a Ray actor's batch (the actor is
     restarted past it); a batch running in this process cannot be stopped, so refuse it
     there rather than ignore it."""
-    if config.call_settings().timeout_cannot_apply(in_process=not remote):
+    if config.calls.timeout_cannot_apply(in_process=not remote):
         raise InputError("a guard in this process (--engine local) cannot be stopped mid-batch; "
                          "use --engine ray, or leave --call-timeout out", field="--call-timeout")
 
@@ -169,10 +169,10 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
     if config.limit_method not in METHODS:
         raise InputError(f"unknown limit method {config.limit_method!r}; expected {' or '.join(METHODS)}",
                          field="limit_method")
-    ENGINE.check_choice(config.engine, "--engine")
+    ENGINE.check_choice(config.calls.engine, "--engine")
     if config.drivers < 1:
         raise InputError("must be at least 1", field="--drivers")
-    if config.drivers > 1 and config.engine != "ray":
+    if config.drivers > 1 and config.calls.engine != "ray":
         raise InputError("several drivers run as Ray actors: use --engine ray (the default)", field="--drivers")
     if config.drivers > 1 and config.shard is not None:
         raise InputError("give --drivers or --shard, not both (drivers split the prompts themselves)", field="--drivers")
