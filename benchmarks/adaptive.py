@@ -16,6 +16,7 @@ margin's units (corpus norm); one edit on XSTest costs 100 / 44.23 = 2.26.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -30,22 +31,29 @@ from margin.guards.make import load_guard  # noqa: E402
 from margin.reports.gap import suite_gap  # noqa: E402
 from margin.runs.executing.execute import execute  # noqa: E402
 from margin.runs.preparing.config import RunConfig  # noqa: E402
-from margin.runs.preparing.prepare import prepare  # noqa: E402
+from margin.runs.preparing.prepare import PreparedRun, prepare  # noqa: E402
 from margin.search.optimum import keyword_regions, safe_optimum, substring_regions, unsafe_optimum  # noqa: E402
+from margin.types import Prompt  # noqa: E402
 
 EPS = 1e-9
+
+
+class WithoutPrior(PreparedRun):
+    """The prepared run, its adaptive searches ranking words without the probe-word prior."""
+
+    def search_options(self, prompt: Prompt) -> dict[str, Any]:
+        return {**super().search_options(prompt), "prior": False}
 
 
 def run(guard_spec: str, dataset: str, search: str, max_calls: int | None, seed: int, prior: bool,
         limit: int | None = None, one_edit: str | None = None) -> Any:
     adaptive = search == "adaptive"
-    config = RunConfig(guard=guard_spec, dataset=dataset, search=search, seed=seed, limit=limit,
+    config = RunConfig.of(guard=guard_spec, dataset=dataset, search=search, seed=seed, limit=limit,
                        max_calls=max_calls if adaptive else None, one_edit=one_edit if adaptive else None,
                        batch_size=256)
     prepared = prepare(config)
     if not prior:  # ablation: rank words without the probe-word prior
-        options = prepared.search_options
-        prepared.search_options = lambda p: {**options(p), "prior": False}  # type: ignore[method-assign]
+        prepared = WithoutPrior(*(getattr(prepared, f.name) for f in dataclasses.fields(prepared)))
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()
         outcome = execute(prepared, Path(folder) / "run")

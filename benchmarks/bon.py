@@ -13,6 +13,7 @@ samples and forecasts ASR at N, beside the ASR measured there.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -61,12 +62,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    config = RunConfig(guard=args.guard, dataset="xstest", search="bon", max_calls=args.max_calls, seed=args.seed,
+    config = RunConfig.of(guard=args.guard, dataset="xstest", search="bon", max_calls=args.max_calls, seed=args.seed,
                        batch_size=256, engine="local")
     prepared = prepare(config)
     guard = load_guard(args.guard)
     chosen = sample(list(prepared.prompts), guard.classify([p.text for p in prepared.prompts]), args.sample)
-    prepared.prompts = tuple(chosen)
+    prepared = dataclasses.replace(prepared, prompts=tuple(chosen))
     with tempfile.TemporaryDirectory() as folder:
         outcome = execute(prepared, Path(folder) / "run")
     n_max = args.max_calls - 1

@@ -46,7 +46,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="margin-drivers-") as tmp:
             for n in (int(x) for x in args.drivers.split(",")):
                 spec = parse_guard_spec(GUARD, num_cpus=0.5)
-                config = RunConfig(guard=spec, dataset=args.dataset, suite=args.suite, search="cheapest",
+                config = RunConfig.of(guard=spec, dataset=args.dataset, suite=args.suite, search="cheapest",
                                    cache=False, batch_size=args.batch_size, drivers=n, driver_cpus=args.driver_cpus)
                 out = Path(tmp) / f"drivers-{n}"
                 began = time.perf_counter()

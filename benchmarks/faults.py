@@ -67,7 +67,7 @@ def proxied(proxy: FaultProxy, fault_s: float, run: dict[str, Any]) -> dict[str,
 
 def guard_run(url: str, args: argparse.Namespace, out: Path, **limits: Any) -> dict[str, Any]:
     spec = parse_guard_spec("llama-guard-4", backend="openai", base_url=url)
-    config = RunConfig(guard=spec, dataset=args.dataset, suite="quick", limit=args.prompts, cache=False,
+    config = RunConfig.of(guard=spec, dataset=args.dataset, suite="quick", limit=args.prompts, cache=False,
                        engine="local", **limits)
     began = time.perf_counter()
     outcome = execute(prepare(config), out)

@@ -234,7 +234,7 @@ def bench(args: argparse.Namespace, size: str, dataset: str, tmp: Path) -> dict[
     spec = parse_guard_spec("llama-guard-3-8b", model=str(model_dir), backend_options={"dtype": args.dtype},
                             num_gpus=1.0 if device == "cuda" and args.engine == "ray" else 0.0,
                             max_batch_size=args.batch_size)
-    config = RunConfig(guard=spec, dataset=dataset, suite=args.suite, search=args.search, limit=args.limit,
+    config = RunConfig.of(guard=spec, dataset=dataset, suite=args.suite, search=args.search, limit=args.limit,
                        cache=False, batch_size=args.batch_size, engine=args.engine)
     sent: list[tuple[str, str]] = []
 

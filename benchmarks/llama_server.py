@@ -58,7 +58,7 @@ def tagged_dataset(folder: Path, tag: str) -> Path:
 
 def config(spec: Any, dataset: Path, args: argparse.Namespace, concurrency: int) -> RunConfig:
     spec = spec.model_copy(update={"backend_options": {**spec.backend_options, "max_concurrency": concurrency}})
-    return RunConfig(guard=spec, dataset=str(dataset), suite=args.suite, search="exhaustive", cache=False,
+    return RunConfig.of(guard=spec, dataset=str(dataset), suite=args.suite, search="exhaustive", cache=False,
                      limit=args.limit, engine="local")
 
 

@@ -39,6 +39,7 @@ among one-edit flips); the default is guided.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -223,14 +224,14 @@ def combined(peers: dict[str, list[dict[str, Any]]]) -> str:
 
 
 def margin_side(args: argparse.Namespace, search: str, max_calls: int | None) -> tuple[Any, Any, float]:
-    config = RunConfig(guard=args.guard, dataset=args.dataset, search=search, seed=args.seed, limit=args.limit,
+    config = RunConfig.of(guard=args.guard, dataset=args.dataset, search=search, seed=args.seed, limit=args.limit,
                        max_calls=max_calls, one_edit=args.one_edit if search == "adaptive" else None,
                        batch_size=256, engine="local")
     prepared = prepare(config)
     if args.sample is not None:
         guard = load_guard(args.guard)
         chosen = sample(list(prepared.prompts), guard.classify([p.text for p in prepared.prompts]), args.sample)
-        prepared.prompts = tuple(chosen)
+        prepared = dataclasses.replace(prepared, prompts=tuple(chosen))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         outcome = execute(prepared, Path(folder) / "run")

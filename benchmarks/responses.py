@@ -68,9 +68,8 @@ class CountingPool(InlinePool):
 
 def kind_figures(args: argparse.Namespace, guard: str, dataset: str, target: str, work: Path) -> dict[str, Any]:
     spec = parse_guard_spec(guard)
-    config = RunConfig(guard=spec, dataset=dataset, suite=args.suite, search="cheapest", cache=False,
-                       batch_size=args.batch_size, engine="local", target=target,  # type: ignore[arg-type]
-                       limit=args.limit)
+    config = RunConfig.of(spec, dataset=dataset, suite=args.suite, search="cheapest", cache=False,
+                          batch_size=args.batch_size, engine="local", target=target, limit=args.limit)
     prepared = prepare(config)
     pool = CountingPool(build_guard(spec), args.batch_size)
     began = time.process_time()

@@ -40,13 +40,13 @@ from margin.engine.settings import BATCH_SIZE
 from margin.guards.make import build_guard, parse_guard_spec
 from margin.guards.spec import GuardSpec
 from margin.runfolder import read_jsonl
-from margin.runs.executing.driver import POOL
 from margin.runs.executing.execute import execute
-from margin.runs.executing.guard_pool import GuardCaller
 from margin.runs.executing.single import search as run_search
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.prepare import PreparedRun, prepare
 from margin.runs.recording.outputs import RunOutcome
+from margin.serving.driver import POOL
+from margin.serving.guard_pool import GuardCaller
 from margin.types import Candidate, SearchResult
 
 
@@ -71,7 +71,7 @@ def one_at_a_time(candidates: list[Candidate], result: SearchResult, verdicts: d
 
 
 def engine_run(spec: GuardSpec, args: argparse.Namespace, search: str, out: Path) -> tuple[PreparedRun, RunOutcome]:
-    config = RunConfig(guard=spec, dataset=args.dataset, suite=args.suite, search=search, cache=False,
+    config = RunConfig.of(guard=spec, dataset=args.dataset, suite=args.suite, search=search, cache=False,
                        batch_size=args.batch_size, engine="ray")
     prepared = prepare(config)
     return prepared, execute(prepared, out)
@@ -139,7 +139,7 @@ def driver_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     spec = parse_guard_spec(args.guard)
     out: dict[str, Any] = {}
     for search in ("cheapest", "exhaustive"):
-        config = RunConfig(guard=spec, dataset=args.dataset, suite=args.suite, search=search, cache=False,
+        config = RunConfig.of(guard=spec, dataset=args.dataset, suite=args.suite, search=search, cache=False,
                            batch_size=args.batch_size, engine="local")
         prepared = prepare(config)
         searched = run_search(prepared, work / f"driver-{search}", pool=InlinePool(build_guard(spec), args.batch_size))

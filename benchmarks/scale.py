@@ -63,7 +63,7 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
 
     started = connect(None) if args.engine == "ray" else False
     try:
-        config = RunConfig(guard=parse_guard_spec(args.guard), dataset=str(args.dataset), suite=args.suite,
+        config = RunConfig.of(guard=parse_guard_spec(args.guard), dataset=str(args.dataset), suite=args.suite,
                            search=args.search, cache=False, engine=args.engine, batch_size=args.batch_size)
         prepared = prepare(config)
         total = len(prepared.prompts)

@@ -15,6 +15,7 @@ on the same prompts (the in-process engine) and compares each prompt's cost with
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -64,10 +65,10 @@ def exhaustive(guard: Any, prompts: list[Any], cost_model: Any, path: Path) -> d
 
 
 def adaptive(guard_spec: str, ids: set[str], max_calls: int | None, one_edit: str | None = None) -> dict[str, Any]:
-    config = RunConfig(guard=guard_spec, dataset="xstest", search="adaptive", max_calls=max_calls,
+    config = RunConfig.of(guard=guard_spec, dataset="xstest", search="adaptive", max_calls=max_calls,
                        one_edit=one_edit, batch_size=256, engine="local")
     prepared = prepare(config)
-    prepared.prompts = tuple(p for p in prepared.prompts if p.id in ids)
+    prepared = dataclasses.replace(prepared, prompts=tuple(p for p in prepared.prompts if p.id in ids))
     with tempfile.TemporaryDirectory() as folder:
         outcome = execute(prepared, Path(folder) / "run")
     return {r.prompt_id: r for r in outcome.results}

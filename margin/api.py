@@ -47,12 +47,13 @@ def run(guard: str | GuardSpec | Guard, *, out: str | Path | None = None, resume
     """Search every prompt for its cheapest flip; writes the run folder and returns its
     results, report and snapshot. `guard` names one as `--guard` does (or is a GuardSpec, or a
     Guard instance of your own); `options` are `margin.runs.preparing.config.RunConfig`'s fields
-    (dataset, suite, budget, search, seed, limit, engine, cache, ...)."""
+    (dataset, suite, budget, search, seed, limit, cache, ...) with its `CallSettings`' (engine,
+    batch_size, the call limits) flat beside them, as `RunConfig.of` takes them."""
     from margin.guards.base import Guard as GuardClass
     from margin.runs.executing.execute import execute
-    from margin.runs.executing.folder import default_out_dir
     from margin.runs.preparing.config import RunConfig
     from margin.runs.preparing.prepare import prepare
+    from margin.runs.recording.folder import default_out_dir
 
     known = [f.name for f in fields(RunConfig) if f.name != "guard"]
     for option in options:
@@ -60,7 +61,7 @@ def run(guard: str | GuardSpec | Guard, *, out: str | Path | None = None, resume
             raise InputError(f"margin.run takes no option {option!r}{did_you_mean(option, known)}", field=option)
     instance = guard if isinstance(guard, GuardClass) else None
     name = instance.info.id if instance is not None else guard
-    prepared = prepare(RunConfig(guard=name, **options), guard=instance)  # type: ignore[arg-type]
+    prepared = prepare(RunConfig.of(guard=name, **options), guard=instance)  # type: ignore[arg-type]
     assert prepared.info is not None
     return execute(prepared, Path(out) if out is not None else default_out_dir(prepared.info.id), resume=resume)
 

@@ -20,12 +20,17 @@ LAYERS = [
     {"margin.transforms", "margin.backends", "margin.reports"},
     {"margin.guards", "margin.judges", "margin.site"},
     {"margin.search"},
+    {"margin.serving"},
     {"margin.runs"},
     {"margin.studies"},
     {"margin.api", "margin.cli", "margin", "margin.__main__"},
 ]
-SUBPACKAGES = {"util", "engine", "datasets", "transforms", "backends", "reports", "guards", "judges", "site", "search", "runs",
-               "studies", "cli"}
+#: The phases of a run, in the order they may import each other: preparing decides a run and
+#: writes nothing; recording writes outputs from results (run, merge, rescore); executing
+#: searches and hands its results to recording. `margin/runs/`'s own modules (ablate) sit on top.
+RUN_PHASES = ["margin.runs.preparing", "margin.runs.recording", "margin.runs.executing"]
+SUBPACKAGES = {"util", "engine", "datasets", "transforms", "backends", "reports", "guards", "judges", "site", "search", "serving",
+               "runs", "studies", "cli"}
 
 
 def module_name(path: Path) -> str:
@@ -67,6 +72,30 @@ def test_every_import_points_down_or_sideways():
     upward = sorted(f"{a} -> {b}" for a, targets in imports().items() for b in targets
                     if a != "margin" and level(b) > level(a))  # the package root re-exports the API
     assert not upward, "imports that point up a layer:\n" + "\n".join(upward)
+
+
+def phase(name: str) -> int:
+    """A module of `margin/runs/`: its phase's place in RUN_PHASES (its own modules above them)."""
+    parts = name.split(".")
+    return RUN_PHASES.index(".".join(parts[:3])) if ".".join(parts[:3]) in RUN_PHASES else len(RUN_PHASES)
+
+
+def upward_in_runs(graph: dict[str, set[str]]) -> list[str]:
+    inside = {a: {b for b in targets if unit(b) == "margin.runs"} for a, targets in graph.items() if unit(a) == "margin.runs"}
+    return sorted(f"{a} -> {b}" for a, targets in inside.items() for b in targets if phase(b) > phase(a))
+
+
+def test_run_phases_point_one_way():
+    upward = upward_in_runs(imports())
+    assert not upward, "imports that point up a phase of margin/runs/:\n" + "\n".join(upward)
+
+
+def test_a_phase_import_back_up_is_caught():
+    graph = {"margin.runs.preparing.config": {"margin.runs.executing.single", "margin.runs.preparing.subset"},
+             "margin.runs.executing.single": {"margin.runs.recording.outputs", "margin.runs.preparing.config"},
+             "margin.runs.recording.outputs": {"margin.runs.ablate"}}
+    assert upward_in_runs(graph) == ["margin.runs.preparing.config -> margin.runs.executing.single",
+                                     "margin.runs.recording.outputs -> margin.runs.ablate"]
 
 
 def test_no_import_cycles():

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from margin.datasets import XSTEST_ENV, cache_dir
-from margin.runs.executing.folder import default_out_dir
-from margin.runs.executing.verdict_cache import default_cache_path as verdicts_path
+from margin.runs.recording.folder import default_out_dir
+from margin.serving.verdict_cache import default_cache_path as verdicts_path
 from margin.studies.cache import default_cache_path as replies_path
 from tests.support.paths import REPO
 

@@ -14,7 +14,7 @@ import typer
 from margin.cli import options as o
 from margin.cli.app import app, console, err
 from margin.cli.common import (
-    check_limits,
+    call_settings,
     check_or_fail,
     fail,
     families,
@@ -24,7 +24,6 @@ from margin.cli.common import (
     resume_command,
     say_imported_code,
 )
-from margin.engine import settings
 from margin.errors import EndpointDown, InputError
 from margin.runrecord import (
     DEFAULT_BUDGET,
@@ -36,6 +35,7 @@ from margin.runrecord import (
 
 
 @app.command()
+@o.with_flags(*o.ENGINE_FLAGS, *o.LIMIT_FLAGS, into="flags")
 def ablate(
     guard: o.Guard,
     defences: Annotated[str, typer.Option(help="comma-separated: none, nfkc, strip-format, strip-marks, skeleton, "
@@ -48,7 +48,6 @@ def ablate(
     seed: o.Seed = DEFAULT_SEED,
     limit: o.Limit = None,
     cost_norm: o.CostNorm = DEFAULT_COST_NORM,
-    batch_size: o.BatchSize = settings.BATCH_SIZE.flag_default,
     out: o.OutDir = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue the killed ablation in --out (same options)")] = False,
     backend: o.Backend = None,
@@ -56,19 +55,12 @@ def ablate(
     base_url: o.BaseUrl = None,
     api_key_env: o.ApiKeyEnv = None,
     threshold: o.Threshold = None,
-    engine: o.Engine = settings.ENGINE.flag_default,
-    ray_address: o.RayAddress = None,
+    *,
+    flags: dict[str, Any],  # the engine and limit flags, by name: o.ENGINE_FLAGS, o.LIMIT_FLAGS
     replicas: o.Replicas = None,
     num_cpus: o.NumCpus = None,
     num_gpus: o.NumGpus = None,
     no_cache: o.NoCache = False,
-    max_missing: o.MaxMissing = settings.MAX_MISSING.flag_default,
-    max_attempts: o.MaxAttempts = None,
-    call_timeout: o.CallTimeout = None,
-    max_concurrency: o.MaxConcurrency = None,
-    requests_per_second: o.RequestsPerSecond = None,
-    hedge_after: o.HedgeAfter = None,
-    max_outage: o.MaxOutage = None,
     as_json: Annotated[bool, typer.Option("--json", help="print ablation.json instead of the tables")] = False,
 ) -> None:
     """One run per defence in front of the guard, on shared candidates: margins, changes against
@@ -80,15 +72,13 @@ def ablate(
     if resume and out is None:
         raise InputError("needs --out, the folder of the ablation to continue", field="--resume")
     chosen = parse_defences(defences)
-    limits = check_limits(max_attempts=max_attempts, call_timeout=call_timeout, max_concurrency=max_concurrency,
-                          requests_per_second=requests_per_second, hedge_after=hedge_after, max_outage=max_outage)
+    calls = call_settings(flags)
     spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
                             threshold=threshold, replicas=replicas, num_cpus=num_cpus, num_gpus=num_gpus)
     say_imported_code([spec])
     config = RunConfig(guard=spec, dataset=dataset, suite=suite, budget=budget, search=search, seed=seed, limit=limit,
-                       cost_norm=cost_norm, batch_size=batch_size, engine=engine,  # type: ignore[arg-type]
-                       ray_address=ray_address, cache=not no_cache,
-                       max_missing=parse_share(max_missing, "--max-missing"), **limits)
+                       cost_norm=cost_norm, calls=calls, cache=not no_cache,  # type: ignore[arg-type]
+                       max_missing=parse_share(flags["max_missing"], "--max-missing"))
     try:
         prepared = prepare_ablation(config, chosen)
     except KeyboardInterrupt:
@@ -102,7 +92,7 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, r
     from margin.reports.tables import ablation_tables
     from margin.runs.ablate import check_ablation_dir, run_ablation
     from margin.runs.executing.execute import execute
-    from margin.runs.executing.folder import check_out_dir, default_out_dir
+    from margin.runs.recording.folder import check_out_dir, default_out_dir
     from margin.runs.recording.outputs import CoverageError, check_coverage
     from margin.util.folderlock import hold
 
@@ -155,7 +145,7 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, r
 def kept_if_recorded(out_dir: Path, made: bool) -> bool:
     """Whether an interrupted ablation recorded anything; if not, the defence folders it began
     are removed (and `out_dir`, if it made it), so the same --out can be given again."""
-    from margin.runs.executing.folder import remove_unstarted, unstarted
+    from margin.runs.recording.folder import remove_unstarted, unstarted
     from margin.util.folderlock import entries
 
     if not out_dir.is_dir():

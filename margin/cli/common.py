@@ -16,6 +16,7 @@ from margin.cli.app import ARGS, console, err
 from margin.engine import settings
 from margin.engine.limits import parse_duration
 from margin.errors import InputError
+from margin.serving.calls import CallSettings
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
@@ -29,16 +30,24 @@ def parse_share(text: str, flag: str) -> float:
         raise InputError(f"expected a share such as 1% or 0.01, got {text!r}", field=flag) from None
 
 
+def call_settings(flags: dict[str, Any]) -> CallSettings:
+    """The engine and call-limit flags (`options.ENGINE_FLAGS` and `LIMIT_FLAGS`) as a run's
+    `CallSettings`, each limit checked (exit 2 naming the flag)."""
+    limits = check_limits(max_attempts=flags["max_attempts"], call_timeout=flags["call_timeout"],
+                          max_concurrency=flags["max_concurrency"], requests_per_second=flags["requests_per_second"],
+                          hedge_after=flags["hedge_after"], max_outage=flags["max_outage"])
+    return CallSettings(engine=flags["engine"], ray_address=flags["ray_address"], batch_size=flags["batch_size"],
+                        **limits)
+
+
 def check_limits(*, max_attempts: int | None, call_timeout: float | None, max_concurrency: int | None,
                  requests_per_second: float | None, hedge_after: str | None,
                  max_outage: str | None = None) -> dict[str, Any]:
-    """The call-limit flags as RunConfig fields, each checked (exit 2 naming the flag)."""
-    for value, setting in ((max_attempts, settings.MAX_ATTEMPTS), (max_concurrency, settings.MAX_CONCURRENCY)):
-        if value is not None and value < 1:
-            raise InputError("must be at least 1", field=setting.flag)
-    for number, setting in ((call_timeout, settings.CALL_TIMEOUT), (requests_per_second, settings.REQUESTS_PER_SECOND)):
-        if number is not None and not (math.isfinite(number) and number > 0):
-            raise InputError("must be a finite number above 0", field=setting.flag)
+    """The call-limit flags as CallSettings fields, each checked (exit 2 naming the flag)."""
+    for value, setting in ((max_attempts, settings.MAX_ATTEMPTS), (max_concurrency, settings.MAX_CONCURRENCY),
+                           (call_timeout, settings.CALL_TIMEOUT), (requests_per_second, settings.REQUESTS_PER_SECOND)):
+        assert setting.flag is not None
+        setting.check_number(value, setting.flag)
     hedge: float | str | None = hedge_after
     if hedge_after is not None and hedge_after not in ("auto", "off"):
         try:

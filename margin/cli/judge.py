@@ -32,7 +32,7 @@ def validate(
 ) -> None:
     """Accuracy and Cohen's kappa of a judge against labelled completions, beside the annotators' own."""
     from margin.datasets.completions import read_all
-    from margin.runs.executing.session import CallSettings
+    from margin.serving.calls import CallSettings
     from margin.studies.validate import load_judge
     from margin.studies.validate import validate as run_validation
 

@@ -12,7 +12,7 @@ from margin.cli import common
 from margin.cli import options as o
 from margin.cli.app import app, console, err
 from margin.cli.common import (
-    check_limits,
+    call_settings,
     check_or_fail,
     fail,
     fmt,
@@ -35,6 +35,7 @@ from margin.runrecord import (
 
 
 @app.command()
+@o.with_flags(*o.ENGINE_FLAGS, *o.LIMIT_FLAGS, into="flags")
 def run(
     guard: o.Guard,
     dataset: o.Dataset = DEFAULT_DATASET,
@@ -47,7 +48,6 @@ def run(
     target: o.TargetTurn = "prompt",
     policies: Annotated[str | None, typer.Option(help="a YAML file of policy texts by id: each case's `policy` "
                                                       "names one")] = None,
-    batch_size: o.BatchSize = settings.BATCH_SIZE.flag_default,
     out: Annotated[Path | None, typer.Option(help="run folder (default runs/<guard>-<time>)")] = None,
     backend: o.Backend = None,
     model: o.Model = None,
@@ -64,8 +64,8 @@ def run(
                                                       "none (no sweep: the fewest calls)")] = None,
     normalize: Annotated[str | None, typer.Option(help="a defence before the guard: nfkc | strip-format | "
                                                        "strip-marks | skeleton | decode | all, or several joined by +")] = None,
-    engine: o.Engine = settings.ENGINE.flag_default,
-    ray_address: o.RayAddress = None,
+    *,
+    flags: dict[str, Any],  # the engine and limit flags, by name: o.ENGINE_FLAGS, o.LIMIT_FLAGS
     replicas: o.Replicas = None,
     num_cpus: o.NumCpus = None,
     num_gpus: o.NumGpus = None,
@@ -74,13 +74,6 @@ def run(
     drivers: o.Drivers = settings.DRIVERS.flag_default,
     driver_cpus: o.DriverCpus = settings.DRIVER_CPUS.flag_default,
     no_cache: o.NoCache = False,
-    max_missing: o.MaxMissing = settings.MAX_MISSING.flag_default,
-    max_attempts: o.MaxAttempts = None,
-    call_timeout: o.CallTimeout = None,
-    max_concurrency: o.MaxConcurrency = None,
-    requests_per_second: o.RequestsPerSecond = None,
-    hedge_after: o.HedgeAfter = None,
-    max_outage: o.MaxOutage = None,
 ) -> None:
     """Search every prompt for its cheapest flip and write receipts, results and a snapshot."""
     from margin.guards.make import parse_guard_spec
@@ -90,27 +83,25 @@ def run(
 
     if resume is not None and out is not None and out != resume:
         raise InputError("give either --out or --resume (the folder to continue), not both", field="--out")
-    limits = check_limits(max_attempts=max_attempts, call_timeout=call_timeout, max_concurrency=max_concurrency,
-                          requests_per_second=requests_per_second, hedge_after=hedge_after, max_outage=max_outage)
+    calls = call_settings(flags)
     spec = parse_guard_spec(guard, backend=backend, model=model, base_url=base_url, api_key_env=api_key_env,
                             threshold=threshold, normalize=normalize, replicas=replicas, num_cpus=num_cpus,
                             num_gpus=num_gpus)
     say_imported_code([spec])
     config = RunConfig(guard=spec, dataset=dataset, suite=suite, budget=budget, search=search, seed=seed, limit=limit,
                        cost_norm=cost_norm, target=target, policies=policies,  # type: ignore[arg-type]
-                       batch_size=batch_size,
-                       engine=engine,  # type: ignore[arg-type]
-                       ray_address=ray_address, shard=parse_shard(shard) if shard else None, drivers=drivers,
-                       driver_cpus=driver_cpus, cache=not no_cache, max_missing=parse_share(max_missing, "--max-missing"),
-                       max_calls=max_calls, incumbents=incumbents, one_edit=one_edit, **limits)
+                       calls=calls, shard=parse_shard(shard) if shard else None, drivers=drivers,
+                       driver_cpus=driver_cpus, cache=not no_cache,
+                       max_missing=parse_share(flags["max_missing"], "--max-missing"),
+                       max_calls=max_calls, incumbents=incumbents, one_edit=one_edit)
     outcome = run_and_summarise(config, resume, out)
     check_or_fail([lambda: check_coverage(outcome.results, config.max_missing)], CoverageError)
 
 
 def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any:
     from margin.runs.executing.execute import execute
-    from margin.runs.executing.folder import default_out_dir
     from margin.runs.preparing.prepare import prepare
+    from margin.runs.recording.folder import default_out_dir
 
     target = resume  # the folder a Ctrl-C leaves to resume (a new one only once the run has begun)
     try:

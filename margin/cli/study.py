@@ -17,17 +17,19 @@ from margin.errors import EndpointDown, InputError
 
 
 @app.command()
+@o.with_flags(*o.ENGINE_FLAGS, into="flags")
 def study(
     config: Annotated[Path, typer.Argument(help="the study's YAML config (see studies/)")],
     out: Annotated[Path | None, typer.Option(help="output folder (default runs/study-<name>-<time>)")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue the killed study in --out")] = False,
-    engine: o.Engine = settings.ENGINE.flag_default,
-    ray_address: o.RayAddress = None,
+    *,
+    flags: dict[str, Any],  # the engine flags, by name: o.ENGINE_FLAGS (its limits are the config's `runtime:`)
     no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the verdict and response caches")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print pairings.json instead of the tables")] = False,
 ) -> None:
     """A paired study: guards x protected models x transformations, judged; writes pairings.json."""
     from margin.studies.plan import prepare
+    engine = flags["engine"]
     settings.ENGINE.check_choice(engine, "--engine")
     if resume and out is None:
         raise InputError("needs --out, the folder of the study to continue", field="--resume")
@@ -60,7 +62,7 @@ def study(
                 status.update(f"{stage_now[0]}: {answered[0]:,} texts answered (last batch: {pool})")
 
             outcome = run_study(plan, out_dir, resume=resume, engine=engine,  # type: ignore[arg-type]
-                                ray_address=ray_address, cache=not no_cache, on_stage=on_stage,
+                                ray_address=flags["ray_address"], cache=not no_cache, on_stage=on_stage,
                                 on_batch=on_batch)
         # printed inside the try: a Ctrl-C meanwhile still names the folder and its --resume
         if as_json:

@@ -28,13 +28,14 @@ from margin.reports.observations import from_receipts, key_of
 from margin.reports.plots import ablation_figure, heatmap_figure, save
 from margin.runfolder import dumps, read_jsonl
 from margin.runs.executing.execute import execute
-from margin.runs.executing.folder import check_out_dir, check_run_dir
-from margin.runs.executing.guard_pool import is_remote
+from margin.runs.executing.resume import check_run_dir
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.prepare import PreparedRun, check_call_timeout, prepare_inputs
+from margin.runs.recording.folder import check_out_dir
 from margin.runs.recording.outputs import RunOutcome, provenance
 from margin.search.candidates import original_candidate
 from margin.search.make import strategy
+from margin.serving.guard_pool import is_remote
 from margin.util.folderlock import entries, hold
 from margin.util.provenance import git_commit, margin_version
 from margin.util.safefiles import atomic_write_text, safe_name

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -165,17 +165,17 @@ class GenerationConfig(Strict):
 
 
 class Runtime(Strict):
-    """The `runtime:` keys, each a setting of `margin.engine.settings` (its meaning and
-    default there). The limits apply to every endpoint of the study (models, judges, guards);
+    """The `runtime:` keys, each a setting of `margin.engine.settings` (its meaning, default
+    and bounds there). The limits apply to every endpoint of the study (models, judges, guards);
     None: each endpoint's own `backend_options`, else the setting's default. `max_missing`
     counts guard verdicts, responses and judge outputs."""
 
-    max_attempts: int | None = Field(default=None, ge=1)
-    retry_wait_s: float = Field(default=settings.RETRY_WAIT.default, ge=0)
-    call_timeout_s: float | None = Field(default=None, gt=0)
-    max_outage_s: float | None = Field(default=None, gt=0)
-    batch_size: int = Field(default=settings.BATCH_SIZE.default, ge=1)
-    max_missing: float = Field(default=settings.MAX_MISSING.default, ge=0, le=1)
+    max_attempts: Annotated[int | None, settings.MAX_ATTEMPTS.bounds()] = None
+    retry_wait_s: Annotated[float, settings.RETRY_WAIT.bounds()] = settings.RETRY_WAIT.default
+    call_timeout_s: Annotated[float | None, settings.CALL_TIMEOUT.bounds()] = None
+    max_outage_s: Annotated[float | None, settings.MAX_OUTAGE.bounds()] = None
+    batch_size: Annotated[int, settings.BATCH_SIZE.bounds()] = settings.BATCH_SIZE.default
+    max_missing: Annotated[float, settings.MAX_MISSING.bounds()] = settings.MAX_MISSING.default
 
 
 class StudyConfig(Strict):

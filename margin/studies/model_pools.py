@@ -19,7 +19,7 @@ from margin.engine.local import LocalPool
 from margin.engine.pool import OnCall, Pool, _ignore
 from margin.engine.settings import CALL_TIMEOUT
 from margin.engine.stream import StreamPool
-from margin.runs.executing.session import CallSettings
+from margin.serving.calls import CallSettings
 from margin.studies.models import ChatModel, ModelSpec
 
 #: Generations are long: a model's request may take this long before it counts as hung.

@@ -19,8 +19,8 @@ from margin.backends.secrets import public_url
 from margin.engine.loop import run_pools
 from margin.judges.verdicts import JudgeCase, JudgeVerdict
 from margin.runfolder import dumps, read_jsonl
-from margin.runs.executing.resume import cut_torn_tail
-from margin.runs.executing.session import CallSettings
+from margin.serving.calls import CallSettings
+from margin.serving.replay import cut_torn_tail
 from margin.studies.cache import ReplyCache, default_cache_path
 from margin.studies.calls import StudyCalls, StudyReplay, load_replay
 from margin.studies.model_pools import model_limits, model_pool

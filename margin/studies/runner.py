@@ -22,8 +22,8 @@ from margin.engine.cluster import connect, disconnect
 from margin.engine.settings import ENGINE
 from margin.errors import CoverageError, EndpointUnreachable, InputError
 from margin.runfolder import dumps
-from margin.runs.executing.guard_pool import is_remote
-from margin.runs.executing.session import CallSettings
+from margin.serving.calls import CallSettings
+from margin.serving.guard_pool import is_remote
 from margin.studies.health import ModelUnavailable
 from margin.studies.plan import StudyPlan
 from margin.studies.record import read_study_record
@@ -75,10 +75,7 @@ def check_out_dir(plan: StudyPlan, out_dir: Path, resume: bool) -> None:
 def call_settings(plan: StudyPlan, engine: Engine, ray_address: str | None) -> CallSettings:
     """How the study's calls are made: its `runtime` keys (None: each endpoint's own
     `backend_options`, then the defaults)."""
-    runtime = plan.config.runtime
-    return CallSettings(engine=engine, ray_address=ray_address, batch_size=runtime.batch_size,
-                        retry_wait_s=runtime.retry_wait_s, max_attempts=runtime.max_attempts,
-                        call_timeout_s=runtime.call_timeout_s, max_outage_s=runtime.max_outage_s)
+    return CallSettings.of_runtime(plan.config.runtime, engine=engine, ray_address=ray_address)
 
 
 def in_process(plan: StudyPlan) -> list[str]:

@@ -41,7 +41,7 @@ from margin.judges.rules import NAME as RULES
 from margin.judges.rules import RuleJudge
 from margin.judges.verdicts import JudgeCase, JudgeVerdict
 from margin.runfolder import dumps, read_jsonl
-from margin.runs.executing.session import CallSettings
+from margin.serving.calls import CallSettings
 from margin.studies.cache import ReplyCache, default_cache_path
 from margin.studies.calls import StudyCalls
 from margin.studies.config import JudgeConfig, Source, _marks, pydantic_error

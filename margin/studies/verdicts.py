@@ -4,7 +4,7 @@ An input guard judges the originals and the transformed prompts: each prompt is 
 exhaustive search over its transformed texts (one candidate per transformation). An output
 guard judges each protected model's response to each of them, as a response case (the prompt
 the model was sent, then its response): one search per case, its response the only candidate.
-Both go through the same guard session as `margin run` (`margin.runs.executing.session`): the
+Both go through the same guard session as `margin run` (`margin.serving.session`): the
 driver batches or streams the texts, asks each distinct request once (a case's key is what the
 guard sees of it: the whole case, or its text for a guard that reads the text alone), answers
 repeats from the verdict cache, writes receipts and replays them on resume.
@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from margin.runfolder import read_jsonl
-from margin.runs.executing.driver import Driver, VerdictReplay
-from margin.runs.executing.resume import cut_torn_tail, load_replay
-from margin.runs.executing.session import CallSettings, GuardSession
-from margin.runs.executing.verdict_cache import default_cache_path
 from margin.search.candidates import original_candidate
 from margin.search.strategies import ExhaustiveSearch
+from margin.serving.calls import CallSettings
+from margin.serving.driver import Driver, VerdictReplay
+from margin.serving.replay import cut_torn_tail, load_replay
+from margin.serving.session import GuardSession
+from margin.serving.verdict_cache import default_cache_path
 from margin.studies.health import ModelUnavailable
 from margin.studies.models import ModelReply
 from margin.studies.plan import StudyPlan

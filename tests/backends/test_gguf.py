@@ -16,7 +16,7 @@ import pytest
 from margin.errors import InputError
 from margin.guards.make import describe_guard, parse_guard, parse_guard_spec
 from margin.guards.weights import check_loadable
-from margin.runs.executing.verdict_cache import guard_key
+from margin.serving.verdict_cache import guard_key
 from margin.studies.models import ModelSpec, identity_key, model_identity
 from margin.util.hashing import sha256_bytes
 from tests.support.cli import margin_env

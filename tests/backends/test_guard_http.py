@@ -18,7 +18,7 @@ from margin.engine.loop import run_pools
 from margin.engine.stream import StreamPool
 from margin.errors import EndpointDown
 from margin.guards.make import build_guard, parse_guard_spec
-from margin.runs.executing.guard_pool import RemoteGuardCaller
+from margin.serving.guard_pool import RemoteGuardCaller
 from tests.support.cli import margin
 from tests.support.openai_server import FakeOpenAI
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from margin.runs.executing.folder import remove_unstarted, unstarted
+from margin.runs.recording.folder import remove_unstarted, unstarted
 from tests.support.cli import margin, margin_env
 
 PROGRESS = re.compile(r"prompts [0-9,]+/[0-9,]+ ")

@@ -13,8 +13,8 @@ from margin.cli.entry import app as cli_app  # the Typer app, its commands regis
 from margin.engine.limits import EndpointLimits
 from margin.engine.settings import CALL_TIMEOUT, LIMIT_OPTIONS, MAX_MISSING, SETTINGS
 from margin.errors import InputError
-from margin.runs.executing.session import CallSettings
 from margin.runs.preparing.config import RunConfig
+from margin.serving.calls import CallSettings
 from margin.studies.config import Runtime
 from tests.support.paths import REPO
 
@@ -37,14 +37,27 @@ def test_a_studys_runtime_keys_are_settings_with_their_defaults():
         assert info.default == (None if setting.option else setting.default), key
 
 
-@pytest.mark.parametrize("holder", [RunConfig, CallSettings])
-def test_run_config_and_call_settings_hold_every_setting_with_its_default(holder):
-    given = {f.name: f.default for f in fields(holder)}
+#: Settings a run holds beside its calls': how it is split and judged, not how a call is made.
+RUN_ONLY = ("drivers", "driver_cpus", "max_missing")
+
+
+def test_call_settings_hold_every_call_setting_and_a_run_config_the_rest_each_once():
+    calls = {f.name: f.default for f in fields(CallSettings)}
+    run = {f.name: f.default for f in fields(RunConfig)}
     for setting in SETTINGS:
-        if setting.name in ("drivers", "driver_cpus", "max_missing") and holder is CallSettings:
-            continue  # how a run is split and judged, not how a call is made
-        assert setting.name in given, setting.name
-        assert given[setting.name] == (None if setting.option else setting.default), setting.name
+        holder = run if setting.name in RUN_ONLY else calls
+        assert setting.name in holder and setting.name not in (calls if holder is run else run), setting.name
+        assert holder[setting.name] == (None if setting.option else setting.default), setting.name
+    assert run["calls"] == CallSettings()  # nested, not copied field by field
+
+
+def test_a_run_config_of_flat_keywords_nests_its_call_settings():
+    config = RunConfig.of("keyword", dataset="sample", engine="local", batch_size=8, max_outage_s=60.0, drivers=2)
+    assert config.calls == CallSettings(engine="local", batch_size=8, max_outage_s=60.0)
+    assert (config.dataset, config.drivers) == ("sample", 2)
+    assert RunConfig.of("keyword") == RunConfig("keyword")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'batch'"):
+        RunConfig.of("keyword", batch=8)  # refused as the constructor refuses it
 
 
 def cli_params(command: str) -> dict[str, object]:
@@ -129,3 +142,36 @@ def test_the_check_finds_a_literal_default():
                      "def f(*, max_attempts=3, call_timeout=None): ...\n")
     assert literal_defaults(tree, setting_names()) == [(2, "A.batch_size"), (3, "A.retry_wait_s"),
                                                        (4, "f.max_attempts")]
+
+
+def test_a_studys_runtime_keys_take_the_values_the_table_allows():
+    import pydantic
+
+    for key, setting in BY_RUNTIME.items():
+        assert (setting.at_least, setting.above, setting.at_most) != (None, None, None), f"{key}: no bounds"
+        edges = [(setting.at_least, setting.at_least - 1 if setting.at_least is not None else None),
+                 (setting.above + 1 if setting.above is not None else None, setting.above),
+                 (setting.at_most, setting.at_most + 1 if setting.at_most is not None else None)]
+        for inside, outside in edges:
+            if inside is not None:
+                Runtime(**{key: inside})
+            if outside is not None:
+                with pytest.raises(pydantic.ValidationError):
+                    Runtime(**{key: outside})
+
+
+def test_a_studys_runtime_block_becomes_its_call_settings_through_the_table():
+    runtime = Runtime(max_attempts=2, batch_size=8, retry_wait_s=0.0, call_timeout_s=30.0, max_outage_s=60.0,
+                      max_missing=0.5)
+    assert CallSettings.of_runtime(runtime, engine="local", ray_address="auto") == CallSettings(
+        engine="local", ray_address="auto", batch_size=8, retry_wait_s=0.0, max_attempts=2, call_timeout_s=30.0,
+        max_outage_s=60.0)
+
+
+def test_a_flags_number_is_checked_against_the_table():
+    with pytest.raises(InputError, match="must be a finite number above 0") as caught:
+        CALL_TIMEOUT.check_number(float("inf"), "--call-timeout")
+    assert caught.value.field == "--call-timeout"
+    CALL_TIMEOUT.check_number(None, "--call-timeout")  # not given
+    with pytest.raises(InputError, match="must be at least 1"):
+        next(s for s in SETTINGS if s.name == "max_attempts").check_number(0, "--max-attempts")

@@ -18,7 +18,7 @@ import pytest
 import margin
 from margin.errors import InputError
 from margin.guards.make import build_guard, describe_guard, parse_guard_spec
-from margin.runs.executing.verdict_cache import guard_key
+from margin.serving.verdict_cache import guard_key
 from margin.util.hashing import sha256_bytes, sha256_tree
 from tests.support.cli import margin as margin_cli
 

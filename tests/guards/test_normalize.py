@@ -54,7 +54,7 @@ def test_strip_format_undoes_invisible_edits_for_a_keyword_guard():
 
 
 def test_run_records_the_normalisation(tmp_path):
-    config = RunConfig(guard="keyword", suite="quick", limit=6, normalize="nfkc+strip-format", engine="local")
+    config = RunConfig.of(guard="keyword", suite="quick", limit=6, normalize="nfkc+strip-format", engine="local")
     outcome = execute(prepare(config), tmp_path / "run")
     record = outcome.snapshot.document()["data"][0]
     assert record["id"] == "keyword+nfkc+strip-format"
@@ -62,7 +62,7 @@ def test_run_records_the_normalisation(tmp_path):
     assert record["evaluation"]["params"]["normalize"] == "nfkc+strip-format"
     manifest = json.loads((tmp_path / "run" / "run.json").read_text())
     assert manifest["guard"]["params"] == [["normalize", "nfkc+strip-format"]]
-    plain = execute(prepare(RunConfig(guard="keyword", suite="quick", limit=6, engine="local")), tmp_path / "plain")
+    plain = execute(prepare(RunConfig.of(guard="keyword", suite="quick", limit=6, engine="local")), tmp_path / "plain")
     assert plain.snapshot.document()["data"][0]["evaluation"]["normalize"] == "none"
 
 

@@ -43,7 +43,7 @@ def test_the_api_and_the_command_line_accept_and_refuse_an_override_alike(guard,
     # A server's URL and key variable need a remote backend; minilm is refused either way.
     extra = {"backend": "openai"} if field in ("base_url", "api_key_env") and guard != "minilm" else {}
     cli = outcome(lambda: parse_guard_spec(guard, **{field: value, **extra}))
-    api = outcome(lambda: RunConfig(guard=parse_guard_spec(guard), **{field: value, **extra}).guard_spec())
+    api = outcome(lambda: RunConfig.of(guard=parse_guard_spec(guard), **{field: value, **extra}).guard_spec())
     assert api == cli
 
 

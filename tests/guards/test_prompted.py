@@ -95,7 +95,7 @@ def test_a_guard_file_gives_the_model_the_policy_and_a_grammar(tmp_path):
 def test_a_prompted_guard_behind_a_server_is_streamed_as_every_remote_guard_is():
     """Its requests go through the engine's stream (one attempt each, errors no retry can change
     kept as such), not through a batch of in-process calls."""
-    from margin.runs.executing.guard_pool import endpoint_url, is_remote
+    from margin.serving.guard_pool import endpoint_url, is_remote
 
     spec = parse_guard_spec("prompted", base_url="http://127.0.0.1:9/v1", model="m", options={"policy": POLICY})
     assert is_remote(spec) and endpoint_url(spec) == "http://127.0.0.1:9/v1"

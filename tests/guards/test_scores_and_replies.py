@@ -16,7 +16,7 @@ from margin.guards.generative import GenerativeGuard
 from margin.reports.observations import coverage
 from margin.reports.tables import coverage_record
 from margin.runfolder import call_line, call_record
-from margin.runs.executing.verdict_cache import VerdictCache
+from margin.serving.verdict_cache import VerdictCache
 from margin.types import Candidate, GuardCall, GuardInfo, Verdict
 
 

@@ -10,7 +10,7 @@ import pytest
 from margin.backends.served import NotServed, root_url, server_facts, states_model
 from margin.errors import InputError
 from margin.guards.make import describe_guard, parse_guard_spec
-from margin.runs.executing.verdict_cache import guard_key
+from margin.serving.verdict_cache import guard_key
 
 MODELS = {"object": "list", "data": [{"id": "smollm2", "aliases": ["smol"], "object": "model", "created": 1,
                                       "owned_by": "llamacpp", "meta": {"n_params": 134515008, "size": 98, "n_ctx": 2048}}]}

@@ -11,7 +11,7 @@ from margin.cli import main
 from margin.datasets.completions import LABEL_MAP, read_all
 from margin.judges.parse import parse_verdict
 from margin.judges.rules import RuleJudge, classify
-from margin.runs.executing.session import CallSettings
+from margin.serving.calls import CallSettings
 from margin.studies.validate import INVALID, load_judge, pairs, validate
 from tests.support.openai_server import FakeOpenAI
 from tests.support.study import toy_module

@@ -99,7 +99,7 @@ def test_sweep_at_the_guards_threshold_reproduces_the_run(tmp_path):
     """One exhaustive run, no new guard call: at the guard's own threshold the sweep gives
     exactly the run's figures, and other thresholds move them."""
     guard = ProbabilityGuard()
-    prepared = prepare(RunConfig(guard="prob", suite="quick", search="exhaustive", engine="local"), guard)
+    prepared = prepare(RunConfig.of(guard="prob", suite="quick", search="exhaustive", engine="local"), guard)
     outcome = execute(prepared, tmp_path / "run")
     calls_before = len(guard.seen)
     obs = from_receipts(read_jsonl(tmp_path / "run" / "receipts.jsonl"), outcome.results)

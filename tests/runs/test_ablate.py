@@ -71,7 +71,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
 def config(inputs: tuple[str, str], **fields) -> RunConfig:
     dataset, suite = inputs
-    return RunConfig(**{"guard": "keyword", "dataset": dataset, "suite": suite, "search": "exhaustive",
+    return RunConfig.of(**{"guard": "keyword", "dataset": dataset, "suite": suite, "search": "exhaustive",
                         "engine": "local", "cache": False, **fields})
 
 

@@ -19,9 +19,9 @@ from margin.engine.limits import EndpointLimits
 from margin.engine.settings import CALL_TIMEOUT
 from margin.guards.make import parse_guard_spec
 from margin.runs.executing.drivers import shared_guard_pool
-from margin.runs.executing.guard_pool import guard_pool
-from margin.runs.executing.session import CallSettings
 from margin.runs.preparing.config import RunConfig
+from margin.serving.calls import CallSettings
+from margin.serving.guard_pool import guard_pool
 from margin.studies.model_pools import model_limits, model_pool
 from margin.studies.models import ModelSpec
 from margin.studies.plan import prepare as prepare_study
@@ -80,7 +80,7 @@ def test_ray_actors_get_it_as_their_batch_limit():
 
 def test_several_drivers_share_the_guards_actors_with_the_same_limit():
     for given, expected in ((None, CALL_TIMEOUT.case("batch")), (7.0, 7.0)):
-        config = RunConfig(guard="keyword", drivers=2, call_timeout_s=given)
+        config = RunConfig.of(guard="keyword", drivers=2, call_timeout_s=given)
         pool = shared_guard_pool(config, [object(), object()], capacity=16)  # stand-ins for running actors
         assert pool.call_timeout_s == expected and not pool.owns and pool.replicas == 2
 

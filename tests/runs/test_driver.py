@@ -21,11 +21,7 @@ from margin.engine.loop import run_pools
 from margin.errors import InputError
 from margin.guards.spec import GuardSpec
 from margin.runfolder import ReceiptWriter, read_jsonl
-from margin.runs.executing.driver import Driver
 from margin.runs.executing.execute import execute
-from margin.runs.executing.guard_pool import local_pool
-from margin.runs.executing.resume import load_replay
-from margin.runs.executing.verdict_cache import VerdictCache, guard_key, verdict_key
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.prepare import prepare
 from margin.runs.preparing.shards import parse_shard, select_shard
@@ -34,6 +30,10 @@ from margin.runs.recording.outputs import CoverageError, check_coverage
 from margin.search.candidates import build_candidates, original_candidate
 from margin.search.make import make_search
 from margin.search.strategies import WINDOW_GROWTH
+from margin.serving.driver import Driver
+from margin.serving.guard_pool import local_pool
+from margin.serving.replay import load_replay
+from margin.serving.verdict_cache import VerdictCache, guard_key, verdict_key
 from margin.transforms.suites import load_suite
 from margin.types import Candidate, GuardCall, GuardInfo, Verdict
 from margin.util.hashing import canonical_json, sha256_text
@@ -80,7 +80,7 @@ def chaotic(strategy, prompts, guard, rng: random.Random):
 
 
 def guard_caller(guard):
-    from margin.runs.executing.guard_pool import GuardCaller
+    from margin.serving.guard_pool import GuardCaller
 
     return GuardCaller(guard)
 
@@ -225,7 +225,7 @@ class CrashingGuard(HashGuard):
 def local_run(out: Path, guard, *, resume=False, **config):
     settings = {"dataset": "sample", "suite": "quick", "engine": "local", "retry_wait_s": 0.0,
                 "batch_size": 8, "cache": False, **config}
-    prepared = prepare(RunConfig(guard=GuardSpec(name="keyword"), **settings), guard=guard)
+    prepared = prepare(RunConfig.of(guard=GuardSpec(name="keyword"), **settings), guard=guard)
     return execute(prepared, out, resume=resume)
 
 

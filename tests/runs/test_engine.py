@@ -21,7 +21,7 @@ def run(out, guard, *, engine="ray", replicas=1, on_batch=None, **config):
     settings = {"dataset": "sample", "suite": "quick", "retry_wait_s": 0.0, "batch_size": 8,
                 "cache": False, **config}
     spec = GuardSpec(name="keyword", replicas=replicas, num_cpus=0)  # runtime settings only
-    prepared = prepare(RunConfig(guard=spec, engine=engine, **settings), guard=guard)
+    prepared = prepare(RunConfig.of(guard=spec, engine=engine, **settings), guard=guard)
     return execute(prepared, out, on_batch=on_batch or (lambda *_: None))
 
 
@@ -87,8 +87,8 @@ def test_drivers_split_the_prompts_over_shared_guard_actors_with_the_one_driver_
 
     settings = {"dataset": "sample", "suite": "quick", "cache": False, "batch_size": 16, "driver_cpus": 0.25}
     spec = parse_guard_spec("keyword", replicas=2, num_cpus=0.25)
-    one = execute(prepare(RunConfig(guard=spec, **settings)), tmp_path / "one")
-    two = execute(prepare(RunConfig(guard=spec, drivers=2, **settings)), tmp_path / "two")
+    one = execute(prepare(RunConfig.of(guard=spec, **settings)), tmp_path / "one")
+    two = execute(prepare(RunConfig.of(guard=spec, drivers=2, **settings)), tmp_path / "two")
     assert (tmp_path / "one" / "results.jsonl").read_bytes() == (tmp_path / "two" / "results.jsonl").read_bytes()
     snapshots = [json.loads((tmp_path / d / "snapshot.json").read_text()) for d in ("one", "two")]
     assert snapshots[0]["data"] == snapshots[1]["data"]
@@ -101,6 +101,6 @@ def test_drivers_split_the_prompts_over_shared_guard_actors_with_the_one_driver_
     lines = list(read_jsonl(tmp_path / "two" / "receipts.jsonl"))
     assert sum(r["kind"] == "call" for r in lines) == one.guard_calls and len({r["run_id"] for r in lines}) == 1
     # Resuming a finished run makes no call and writes the same results again.
-    again = execute(prepare(RunConfig(guard=spec, drivers=2, **settings)), tmp_path / "two", resume=True)
+    again = execute(prepare(RunConfig.of(guard=spec, drivers=2, **settings)), tmp_path / "two", resume=True)
     assert again.guard_calls == 0
     assert (tmp_path / "one" / "results.jsonl").read_bytes() == (tmp_path / "two" / "results.jsonl").read_bytes()

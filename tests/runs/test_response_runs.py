@@ -16,8 +16,8 @@ from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.shapes import WHOLE_CASES
 from margin.runfolder import read_jsonl
-from margin.runs.executing.resume import load_replay
-from margin.runs.executing.verdict_cache import VerdictCache, guard_key, verdict_key
+from margin.serving.replay import load_replay
+from margin.serving.verdict_cache import VerdictCache, guard_key, verdict_key
 from margin.types import Exchange, GuardInfo, Turn, Verdict
 from tests.support.cli import margin as margin_cli
 from tests.support.paths import xstest_completions

@@ -3,7 +3,7 @@ is one warning, and the run goes on without storing verdicts."""
 
 from __future__ import annotations
 
-from margin.runs.executing.verdict_cache import VerdictCache
+from margin.serving.verdict_cache import VerdictCache
 from margin.types import GuardInfo, Verdict
 
 INFO = GuardInfo(id="g", family="test", checkpoint="g", revision="1", backend="python")

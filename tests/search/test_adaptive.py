@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from margin.cost import CostModel
 from margin.datasets import load_dataset
 from margin.guards.keyword import KeywordGuard
-from margin.runs.executing.session import drive
 from margin.search.adaptive import AdaptiveSearch
 from margin.search.candidates import build_candidates, original_candidate
 from margin.search.edits import ADAPTIVE, rebuild_text
 from margin.search.make import make_search
 from margin.search.optimum import safe_optimum, substring_regions, unsafe_optimum
+from margin.serving.session import drive
 from margin.transforms.suites import load_suite
 from margin.types import Prompt
 from tests.support.guards import FlakyGuard, HashGuard

@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 
 from margin.cost import CostModel
-from margin.runs.executing.session import drive
 from margin.search.bon import augment
 from margin.search.candidates import original_candidate
 from margin.search.edits import rebuild_text
 from margin.search.make import GuidedOptions, make_search
+from margin.serving.session import drive
 from margin.types import Prompt
 from tests.support.lexicon_guards import SubstringLexiconGuard
 

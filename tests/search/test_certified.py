@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 from margin.cost import CostModel
 from margin.guards.base import Guard
-from margin.runs.executing.session import drive
 from margin.search.adaptive import STACK_CALLS, AdaptiveSearch
 from margin.search.candidates import original_candidate
 from margin.search.edits import apply_ops, rebuild_text
 from margin.search.single_edits import certified_edits, one_edits, single_edit_minimum
+from margin.serving.session import drive
 from margin.transforms.base import EditTransform
 from margin.transforms.registry import registry
 from margin.types import GuardInfo, Prompt, Verdict

@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 from margin.cost import CostModel
 from margin.datasets import load_dataset
 from margin.guards.keyword import KeywordGuard
-from margin.runs.executing.session import drive
 from margin.search.candidates import Ladder, build_candidates, expand_strengths, original_candidate
 from margin.search.make import make_search
+from margin.serving.session import drive
 from margin.transforms.registry import get_transform
 from margin.transforms.suites import load_suite
 from margin.types import Prompt

@@ -8,12 +8,12 @@ import pytest
 
 import margin
 from margin.cost import CostModel, edit_distance
-from margin.runs.executing.session import drive
 from margin.search.adaptive import AdaptiveSearch
 from margin.search.candidates import original_candidate
 from margin.search.edits import Op, apply_ops, rebuild_text
 from margin.search.single_edits import one_edits, single_edit_minimum
 from margin.search.sweep import OneEditSweep
+from margin.serving.session import drive
 from margin.types import Prompt
 from tests.support.lexicon_guards import SubstringLexiconGuard, WeightedLexiconGuard
 

@@ -13,13 +13,13 @@ import pytest
 
 from margin.cost import CostModel
 from margin.guards.base import Guard
-from margin.runs.executing.session import drive
 from margin.search import planned
 from margin.search.adaptive import STACK_CALLS, AdaptiveSearch
 from margin.search.candidates import original_candidate
 from margin.search.edits import Op, apply_ops
 from margin.search.single_edits import certified_edits
 from margin.search.stacks import additions, ranked_per_word, stacks, strongest_per_word, word_of
+from margin.serving.session import drive
 from margin.types import GuardInfo, Prompt, Verdict
 
 TEXT = "how do i kill a python process on a linux server"

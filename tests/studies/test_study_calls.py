@@ -110,7 +110,7 @@ def test_a_protected_model_on_transformers_generates_greedily(tmp_path):
 @pytest.mark.ray
 def test_a_model_actor_that_cannot_start_is_one_clear_error(ray_cluster, tmp_path):
     from margin.engine.loop import run_pools
-    from margin.runs.executing.session import CallSettings
+    from margin.serving.calls import CallSettings
     from margin.studies.model_pools import model_pool
 
     spec = ModelSpec(backend="transformers", model=str(tmp_path / "no-such-model"), num_cpus=0)

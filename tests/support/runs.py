@@ -11,7 +11,7 @@ from margin.runs.preparing.prepare import prepare
 
 def make_run(out: Path, guard, *, search="cheapest", suite="quick", limit=None, attempts=3,
              dataset="sample") -> Path:
-    prepared = prepare(RunConfig(guard="g", dataset=dataset, suite=suite, search=search, limit=limit,
+    prepared = prepare(RunConfig.of(guard="g", dataset=dataset, suite=suite, search=search, limit=limit,
                                  max_attempts=attempts, retry_wait_s=0.0, engine="local"), guard)
     execute(prepared, out)
     return out

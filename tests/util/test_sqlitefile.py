@@ -78,7 +78,7 @@ def test_a_cache_on_the_base_gets_one_or_many_counts_and_closes(tmp_path):
 
 
 def test_the_verdict_and_reply_caches_stand_on_the_one_base():
-    from margin.runs.executing.verdict_cache import VerdictCache
+    from margin.serving.verdict_cache import VerdictCache
     from margin.studies.cache import ReplyCache
 
     assert issubclass(VerdictCache, SqliteCache) and issubclass(ReplyCache, SqliteCache)

@@ -1,1 +1,1 @@
-"""Executing a run: the run folder claimed or resumed (`folder`, `resume`), the guard ready (`session`, `guard_pool`, `verdict_cache`), prompts searched on one driver (`driver`, `single`) or several (`drivers`), joined in `execute`."""
+"""Executing a run: its folder started or resumed (`resume`), prompts searched on one driver (`single`) or several (`drivers`) through a guard session (`margin.serving`), and the results handed to recording (`execute`)."""

@@ -25,14 +25,16 @@ from margin.engine.actors import ActorPool
 from margin.engine.cluster import connect, disconnect, import_ray
 from margin.errors import EndpointDown, InputError
 from margin.runfolder import write_run_record
-from margin.runs.executing.folder import check_run_dir, claim_out_dir, remove_unstarted
-from margin.runs.executing.session import EngineFigures, GuardSession
+from margin.runs.executing.resume import check_run_dir
 from margin.runs.executing.single import search
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.prepare import PreparedRun
 from margin.runs.preparing.shards import select_shard
+from margin.runs.recording.folder import claim_out_dir, remove_unstarted
 from margin.runs.recording.merge import join_receipts, join_results
 from margin.runs.recording.outputs import RunOutcome, finish
+from margin.serving.calls import EngineFigures
+from margin.serving.session import GuardSession
 from margin.types import SearchResult
 from margin.util.folderlock import hold
 
@@ -48,24 +50,26 @@ def shard_run(prepared: PreparedRun, j: int, drivers: int) -> PreparedRun:
     """Driver j's part of the run: every `drivers`-th prompt from the j-th, its own run
     (a shard of the whole, one driver, an endpoint's share of the concurrency)."""
     c = prepared.config
-    share = {} if c.max_concurrency is None else {"max_concurrency": max(1, c.max_concurrency // drivers)}
-    if c.requests_per_second is not None:
-        share["requests_per_second"] = c.requests_per_second / drivers  # type: ignore[assignment]
-    config = dataclasses.replace(c, shard=(j, drivers), drivers=1, **share)  # type: ignore[arg-type]
+    calls = c.calls
+    if calls.max_concurrency is not None:
+        calls = dataclasses.replace(calls, max_concurrency=max(1, calls.max_concurrency // drivers))
+    if calls.requests_per_second is not None:
+        calls = dataclasses.replace(calls, requests_per_second=calls.requests_per_second / drivers)
+    config = dataclasses.replace(c, shard=(j, drivers), drivers=1, calls=calls)
     return dataclasses.replace(prepared, config=config, prompts=select_shard(prepared.prompts, (j, drivers)))
 
 
 def shared_guard_pool(config: RunConfig, actors: list[Any], capacity: int) -> ActorPool:
     """A driver's pool over the guard's actors: it restarts one whose batch runs past
     `--call-timeout`, as a one-driver run's pool does."""
-    settings = config.call_settings()
+    settings = config.calls
     return ActorPool.attach("guard", actors, capacity=capacity, call_timeout_s=settings.batch_timeout_s,
                             max_wait_s=settings.max_wait_s)
 
 
 class DriverActor:
     """One of the N driver actors: a Ray actor (threaded, so progress can be asked while it
-    searches) that runs one shard of the run to its results (`margin.runs.executing.driver.Driver` is
+    searches) that runs one shard of the run to its results (`margin.serving.driver.Driver` is
     the search loop inside it)."""
 
     def __init__(self) -> None:
@@ -125,15 +129,15 @@ def _execute_drivers(prepared: PreparedRun, out_dir: Path, *, resume: bool, made
     folders = driver_dirs(out_dir, n)
     if resume:
         _check_same_drivers(out_dir, folders)
-    started = connect(config.ray_address)
+    started = connect(config.calls.ray_address)
     figures = EngineFigures(engine="ray")
     began = time.perf_counter()
     try:
         # The guard's actors once, for every driver (a remote endpoint has none: each driver
         # streams to it with its share of the concurrency).
-        with GuardSession(prepared.spec, prepared.info, config.call_settings()) as session:
+        with GuardSession(prepared.spec, prepared.info, config.calls) as session:
             actors = session.pool.actors if isinstance(session.pool, ActorPool) else None
-            capacity = session.pool.figures.capacity if session.pool is not None else config.batch_size
+            capacity = session.pool.figures.capacity if session.pool is not None else config.calls.batch_size
             if not resume:
                 claim_out_dir(out_dir)
                 write_run_record(out_dir, prepared.record)

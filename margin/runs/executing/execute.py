@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from margin.runs.executing.folder import check_run_dir
+from margin.runs.executing.resume import check_run_dir
 from margin.runs.executing.single import search
 from margin.runs.preparing.prepare import PreparedRun
 from margin.runs.recording.outputs import RunOutcome, finish

@@ -1,27 +1,21 @@
-"""Resuming a killed run: check it is the same run, then replay what its receipts recorded.
-
-The receipts are the run's memory. Every completed output they hold answers the same request
-again (the strategies are deterministic state machines, so replaying verdicts rebuilds every
-search exactly), attempts without output continue from where they stopped with the
-attempts the text had left (its waits, lines with `"charged": false`, used up none; a line
-written before that field existed counts as charged), and no completed guard call is made
-twice; texts it gave up on (no output after every attempt) get a fresh set of attempts, so
-resuming is also how lost coverage is retried. A killed writer leaves at most one torn last
-line; it is cut off before new lines are appended.
+"""Starting or resuming a run in its folder: a new one claimed (run.json written), or a killed
+one checked against this run (`check_same_run`) and its receipts loaded for replay
+(`margin.serving.replay`). Nothing is written before the folder is known to be right.
+`margin.runs.recording.folder` says what a folder that recorded nothing yet holds.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from margin.engine.book import note_failed_attempt
 from margin.errors import InputError
-from margin.runfolder import read_jsonl
+from margin.runfolder import read_run_record, write_run_record
 from margin.runrecord import RunRecord, flags_of
-from margin.runs.executing.driver import VerdictReplay
-from margin.types import Verdict
-from margin.util.safefiles import open_nofollow, refuse_link
+from margin.runs.preparing.prepare import PreparedRun
+from margin.runs.recording.folder import START_FILES, check_out_dir, claim_out_dir, unstarted
+from margin.serving.driver import VerdictReplay
+from margin.serving.replay import cut_torn_tail, load_replay
+from margin.util.safefiles import refuse_link
 
 
 def check_same_run(run_dir: Path, saved: RunRecord, current: RunRecord) -> None:
@@ -34,38 +28,33 @@ def check_same_run(run_dir: Path, saved: RunRecord, current: RunRecord) -> None:
                          path=run_dir / "run.json")
 
 
-def cut_torn_tail(path: Path) -> None:
-    """Drop a partial last line (no newline yet) so appended lines start on their own line.
-    A link at `path` is refused (InputError), its target never cut."""
-    refuse_link(path)
-    if not path.exists():
-        return
-    with os.fdopen(open_nofollow(path, os.O_RDWR), "rb+") as handle:
-        data = handle.read()
-        end = data.rfind(b"\n") + 1
-        if end != len(data):
-            handle.truncate(end)
-            handle.flush()
-            os.fsync(handle.fileno())
+def check_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> bool:
+    """Refuse a used --out, or a --resume folder of another run, before anything starts.
+    Returns whether there is a run to resume: False for a new run, and for a --resume
+    folder whose run recorded nothing (killed before writing run.json, say), which starts
+    afresh. Asked under the folder's lock (and before it, for a folder that does not exist);
+    `open_run_dir` acts on its answer."""
+    if not resume:
+        check_out_dir(out_dir)
+        return False
+    if not out_dir.is_dir():
+        raise InputError("no such run folder (a run stopped before it recorded anything leaves none: "
+                         "start it again with --out)", path=out_dir, field="--resume")
+    for name in START_FILES:  # a resumed run reads, cuts and appends to them: never through a link
+        refuse_link(out_dir / name)
+    if unstarted(out_dir) and not (out_dir / "run.json").is_file():
+        return False
+    check_same_run(out_dir, read_run_record(out_dir), prepared.record)
+    return True
 
 
-def load_replay(receipts: Path) -> VerdictReplay:
-    replay = VerdictReplay()
-    if not receipts.exists():
-        return replay
-    for record in read_jsonl(receipts):
-        replay.run_id = replay.run_id or record.get("run_id")
-        if record.get("kind") == "result":
-            replay.results.add(record["prompt_id"])
-            continue
-        if record.get("kind") != "call":
-            continue
-        key = (record["prompt_id"], record["transform"], record["strength"], record["seed"])
-        sha = record.get("input_sha256") or record["text_sha256"]  # the key a whole case was asked by
-        if record["verdict"] is not None:
-            replay.verdicts[sha] = Verdict(record["verdict"], p_unsafe=record["p_unsafe"], raw=record["raw"] or "",
-                                           reply=record.get("reply"))
-            replay.recorded.add(key)
-        elif not record.get("cached"):
-            note_failed_attempt(replay.failed, replay.waits, sha, record)
-    return replay
+def open_run_dir(prepared: PreparedRun, out_dir: Path, resuming: bool) -> VerdictReplay:
+    """Claim a new run folder (writing run.json), or load what a killed run recorded;
+    `resuming` is what `check_run_dir` answered."""
+    if not resuming:
+        claim_out_dir(out_dir)
+        write_run_record(out_dir, prepared.record)
+        return VerdictReplay()
+    receipts = out_dir / "receipts.jsonl"
+    cut_torn_tail(receipts)
+    return load_replay(receipts)

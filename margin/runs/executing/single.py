@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from margin.engine.pool import Pool
-from margin.runs.executing.folder import check_run_dir, open_run_dir, remove_unstarted
-from margin.runs.executing.session import EngineFigures, GuardSession
-from margin.runs.executing.verdict_cache import default_cache_path
+from margin.runs.executing.resume import check_run_dir, open_run_dir
 from margin.runs.preparing.prepare import PreparedRun
+from margin.runs.recording.folder import remove_unstarted
+from margin.serving.calls import EngineFigures
+from margin.serving.session import GuardSession
+from margin.serving.verdict_cache import default_cache_path
 from margin.types import GuardCall, SearchResult
 from margin.util.folderlock import hold
 
@@ -50,7 +52,7 @@ def search(
     with hold(out_dir, what="run folder") as held:
         try:
             resuming = check_run_dir(prepared, out_dir, resume)  # again, now that no one else writes it
-            session = GuardSession(prepared.spec, info, config.call_settings(), guard=prepared.guard, pool=pool,
+            session = GuardSession(prepared.spec, info, config.calls, guard=prepared.guard, pool=pool,
                                    on_batch=on_batch)
             with session:
                 # Only now, with the guard running, is anything written.

@@ -1,10 +1,12 @@
 """What decides a run (dataset, suite, budget, search, seed, the guard and its overrides)
-and how its calls are made; `margin run`'s flags map onto it one to one."""
+and how its calls are made (`calls`, one `CallSettings`); `margin run`'s flags map onto it
+one to one, through `RunConfig.of`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from margin.cost import CostNorm
 from margin.engine import settings
@@ -18,9 +20,12 @@ from margin.runrecord import (
     DEFAULT_SEED,
     DEFAULT_SUITE,
 )
-from margin.runs.executing.session import CallSettings, Engine
 from margin.runs.preparing.subset import LimitMethod
+from margin.serving.calls import CallSettings
 from margin.types import Target
+
+#: The keywords `RunConfig.of` gathers into `calls`.
+CALL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(CallSettings))
 
 
 @dataclass(frozen=True)
@@ -36,17 +41,8 @@ class RunConfig:
     cost_norm: CostNorm = DEFAULT_COST_NORM
     target: Target = "prompt"  # which turn of each case is judged and transformed (docs/datasets.md)
     policies: str | None = None  # a YAML file of policy texts whose ids the cases' `policy` cells name
-    batch_size: int = settings.BATCH_SIZE.default
-    # Call limits; None: the guard file's `backend_options`, else `margin.engine.settings`'s defaults.
-    max_attempts: int | None = None
-    call_timeout_s: float | None = None
-    max_concurrency: int | None = None
-    requests_per_second: float | None = None
-    hedge_after_s: float | str | None = None
-    max_outage_s: float | None = None  # an endpoint answering nothing this long stops the run
-    retry_wait_s: float = settings.RETRY_WAIT.default
-    engine: Engine = settings.ENGINE.default
-    ray_address: str | None = None
+    # How its calls are made (engine, batch size, attempts, limits): `margin.serving.calls`.
+    calls: CallSettings = CallSettings()
     shard: tuple[int, int] | None = None
     # Drivers searching at once (Ray actors against the same guard; `margin.runs.executing.drivers`),
     # and the CPUs each reserves. They change how fast, never what: results are the same.
@@ -55,7 +51,6 @@ class RunConfig:
     cache: bool = True
     cache_path: Path | None = None  # default: verdicts.sqlite in margin's cache folder
     max_missing: float = settings.MAX_MISSING.default  # share of prompts that may end missing before the run fails
-    max_wait_s: float = settings.MAX_WAIT.default
     # --search adaptive only: guard calls per prompt, a standard run whose flips seed it, and
     # how one-edit variants are asked ("guided" by default; "all" certifies every cost).
     max_calls: int | None = None
@@ -69,12 +64,14 @@ class RunConfig:
     threshold: float | None = None
     normalize: str | None = None  # a defence before the guard (margin.guards.normalize), e.g. nfkc+skeleton
 
-    def call_settings(self) -> CallSettings:
-        return CallSettings(
-            engine=self.engine, ray_address=self.ray_address, batch_size=self.batch_size, max_wait_s=self.max_wait_s,
-            retry_wait_s=self.retry_wait_s, max_attempts=self.max_attempts, call_timeout_s=self.call_timeout_s,
-            max_concurrency=self.max_concurrency, requests_per_second=self.requests_per_second,
-            hedge_after_s=self.hedge_after_s, max_outage_s=self.max_outage_s)
+    @classmethod
+    def of(cls, guard: str | GuardSpec, **options: Any) -> RunConfig:
+        """A run's config from flat keywords, as `margin.run` and `margin run`'s flags give
+        them: `CallSettings`' fields (engine, batch_size, the call limits, ...) beside the
+        others, gathered into `calls`. An unknown keyword is refused as the constructor
+        refuses it (TypeError)."""
+        calls = {name: options.pop(name) for name in CALL_FIELDS if name in options}
+        return cls(guard, **options) if not calls else cls(guard, calls=CallSettings(**calls), **options)
 
     def guard_spec(self) -> GuardSpec:
         overrides = {"backend": self.backend, "model": self.model, "base_url": self.base_url,

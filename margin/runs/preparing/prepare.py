@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from margin.cost import COST_NORMS, CostModel
@@ -21,7 +21,6 @@ from margin.guards.shapes import TEXT, Shapes, check_cases
 from margin.guards.spec import GuardSpec
 from margin.guards.weights import check_loadable
 from margin.runrecord import DEFAULT_MAX_CALLS, EditSet, LimitSample, Named, RunRecord
-from margin.runs.executing.guard_pool import is_remote
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.shards import select_shard
 from margin.runs.preparing.subset import METHODS, limit_prompts, limit_record
@@ -38,12 +37,17 @@ from margin.search.make import (
 )
 from margin.search.single_edits import KINDS, edit_transforms
 from margin.search.strategies import PromptSearch
+from margin.serving.guard_pool import is_remote
 from margin.transforms.suites import Suite, load_suite
 from margin.types import Candidate, Flip, GuardInfo, Prompt
 
 
-@dataclass
+@dataclass(frozen=True)
 class PreparedRun:
+    """A run decided: its inputs, validated, and the guard described. Complete as `prepare`
+    returns it and never changed after (a driver's shard, a defence or a replay is a
+    `dataclasses.replace` of it, with its own `record`)."""
+
     config: RunConfig
     dataset: Dataset
     suite: Suite
@@ -54,7 +58,7 @@ class PreparedRun:
     guard: Guard | None = None  # an instance a library user passed in: used instead of the spec
     incumbents: dict[str, Flip] = field(default_factory=dict)
     limit_sample: LimitSample | None = None  # run.json's account of --limit's sample
-    shapes: Shapes = TEXT  # the cases the guard takes and what it sees of them (set by `prepare`)
+    shapes: Shapes = TEXT  # the cases the guard takes and what it sees of them
 
     def candidates(self, prompt: Prompt) -> Ladder:
         """The prompt's candidates, built as far as they are read."""
@@ -120,21 +124,19 @@ def prepare(config: RunConfig, guard: Guard | None = None) -> PreparedRun:
     if spec.replicas < 1:
         raise InputError("must be at least 1", field="--replicas")
     check_call_timeout(config, guard.remote if guard is not None else is_remote(spec))
-    prepared = prepare_inputs(config)
+    inputs = prepare_inputs(config)
     if guard is None:
         spec = served_spec(spec)  # a guard behind a server: what it serves is part of its identity
-    prepared.spec = spec
-    prepared.guard = guard
-    prepared.info = guard.info if guard is not None else describe_guard(spec)
-    prepared.shapes = guard.shapes if guard is not None else guard_shapes(spec)
+    info = guard.info if guard is not None else describe_guard(spec)
+    shapes = guard.shapes if guard is not None else guard_shapes(spec)
     # Every case the guard cannot take is refused now, before any call (the whole file, so a
     # shard or a --limit sample is refused alike).
-    check_cases(prepared.info.id, prepared.shapes, prepared.dataset.prompts, prepared.dataset.source,
-                prepared.dataset.lines)
+    check_cases(info.id, shapes, inputs.dataset.prompts, inputs.dataset.source, inputs.dataset.lines)
     if guard is None and loads_here(config):
-        check_loadable(spec, prepared.info)  # a model this machine cannot load fails now, not in an actor
-    if config.incumbents:
-        prepared.incumbents = load_incumbents(config.incumbents, prepared.record)
+        check_loadable(spec, info)  # a model this machine cannot load fails now, not in an actor
+    prepared = replace(inputs, spec=spec, info=info, guard=guard, shapes=shapes)
+    if config.incumbents:  # read against the run's record, which needs the guard's identity
+        prepared = replace(prepared, incumbents=load_incumbents(config.incumbents, prepared.record))
     return prepared
 
 
@@ -142,20 +144,21 @@ def loads_here(config: RunConfig) -> bool:
     """Whether the guard's model loads on this machine: in this process, or on a Ray that
     margin starts here (a cluster named by --ray-address or $RAY_ADDRESS may hold models
     this machine does not)."""
-    return config.engine == "local" or not (config.ray_address or os.environ.get("RAY_ADDRESS"))
+    return config.calls.engine == "local" or not (config.calls.ray_address or os.environ.get("RAY_ADDRESS"))
 
 
 def check_call_timeout(config: RunConfig, remote: bool) -> None:
     """`--call-timeout` bounds an endpoint's request, or a Ray actor's batch (the actor is
     restarted past it); a batch running in this process cannot be stopped, so refuse it
     there rather than ignore it."""
-    if config.call_settings().timeout_cannot_apply(in_process=not remote):
+    if config.calls.timeout_cannot_apply(in_process=not remote):
         raise InputError("a guard in this process (--engine local) cannot be stopped mid-batch; "
                          "use --engine ray, or leave --call-timeout out", field="--call-timeout")
 
 
 def prepare_inputs(config: RunConfig) -> PreparedRun:
-    """Validate the inputs; no guard is involved (`margin score` replays through this)."""
+    """Validate the inputs; no guard is involved (`margin score` replays through this, and
+    `prepare` adds the guard to what it returns)."""
     if not (math.isfinite(config.budget) and config.budget > 0):  # NaN compares false both ways
         raise InputError(f"must be a finite number above 0, not {config.budget:g}", field="--budget")
     if config.search not in STRATEGIES:
@@ -169,10 +172,10 @@ def prepare_inputs(config: RunConfig) -> PreparedRun:
     if config.limit_method not in METHODS:
         raise InputError(f"unknown limit method {config.limit_method!r}; expected {' or '.join(METHODS)}",
                          field="limit_method")
-    ENGINE.check_choice(config.engine, "--engine")
+    ENGINE.check_choice(config.calls.engine, "--engine")
     if config.drivers < 1:
         raise InputError("must be at least 1", field="--drivers")
-    if config.drivers > 1 and config.engine != "ray":
+    if config.drivers > 1 and config.calls.engine != "ray":
         raise InputError("several drivers run as Ray actors: use --engine ray (the default)", field="--drivers")
     if config.drivers > 1 and config.shard is not None:
         raise InputError("give --drivers or --shard, not both (drivers split the prompts themselves)", field="--drivers")

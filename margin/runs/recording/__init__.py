@@ -1,1 +1,1 @@
-"""Recording a run: results, snapshot and curves written from finished searches (`outputs`), shards joined (`merge`), recorded verdicts scored again (`score`, replayed by `recorded`)."""
+"""Recording a run: an output folder claimed (`folder`), results, snapshot and curves written from finished searches (`outputs`), shards joined (`merge`), recorded verdicts scored again (`score`, replayed by `recorded`). Executing hands its results here; nothing here searches."""

@@ -20,8 +20,8 @@ from margin.errors import InputError
 from margin.reports.snapshot_schema import Snapshot
 from margin.runfolder import folder_results, read_run_record, write_run_record
 from margin.runrecord import DECIDING, RunRecord, flags_of
-from margin.runs.executing.folder import claim_out_dir
 from margin.runs.preparing.subset import limit_prompts
+from margin.runs.recording.folder import claim_out_dir
 from margin.runs.recording.outputs import write_outputs
 from margin.types import MarginReport, Prompt, SearchResult
 from margin.util.safefiles import atomic_file

@@ -16,8 +16,8 @@ from margin.reports.snapshot import SnapshotEntry, build_snapshot, measured_on, 
 from margin.reports.snapshot_schema import Snapshot
 from margin.runfolder import dumps, read_jsonl, write_results
 from margin.runrecord import RunRecord
-from margin.runs.executing.session import EngineFigures
 from margin.runs.preparing.prepare import PreparedRun
+from margin.serving.calls import EngineFigures
 from margin.types import MarginReport, SearchResult
 from margin.util.safefiles import atomic_write_text
 

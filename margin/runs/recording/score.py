@@ -31,9 +31,9 @@ from margin.runrecord import (
     SAME_VERDICTS,
     RunRecord,
 )
-from margin.runs.executing.folder import claim_out_dir
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.prepare import PreparedRun, prepare_inputs
+from margin.runs.recording.folder import claim_out_dir
 from margin.runs.recording.outputs import reason_from, snapshot_for, write_curves
 from margin.runs.recording.recorded import (
     Recorded,
@@ -182,10 +182,9 @@ def rescore(paths: Sequence[Path], options: ScoreOptions | None = None) -> Resco
     if options.guard_id and record:
         guard = replace(guard, id=options.guard_id)
     where = run_dirs[0] / "run.json" if run_dirs else None
-    prepared = prepare_inputs(config_for(record, options, guard.id))
-    prepared.info = guard
+    prepared = replace(prepare_inputs(config_for(record, options, guard.id)), info=guard)
     if prepared.config.incumbents:  # the seeds the run began from, so each search asks what it asked
-        prepared.incumbents = seeds(prepared, where)
+        prepared = replace(prepared, incumbents=seeds(prepared, where))
     check_identity(prepared, record, where)
 
     searches = list(prepared.searches())

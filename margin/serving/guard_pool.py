@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from margin.backends.registry import backend_of
 from margin.backends.secrets import public_url
@@ -27,10 +26,9 @@ from margin.engine.stream import StreamPool
 from margin.guards.base import Guard
 from margin.guards.make import build_guard
 from margin.guards.spec import GuardSpec
-from margin.runs.executing.driver import POOL
+from margin.serving.calls import Engine
+from margin.serving.driver import POOL
 from margin.types import GuardInfo, Verdict
-
-Engine = Literal["ray", "local"]
 
 
 class GuardCaller:

@@ -2,7 +2,7 @@
 
 The driver owns all search state and is the only one that records calls and results. It
 asks the engine's request book (`margin.engine.book`) for a verdict per candidate text; a
-pool (`margin.runs.executing.guard_pool`) calls the guard, and the book hands each verdict back.
+pool (`margin.serving.guard_pool`) calls the guard, and the book hands each verdict back.
 
 Flat memory: searches are started a few at a time, as the guard's queue runs low (enough
 requests waiting to fill every call in flight, `backlog`), and a search is forgotten once
@@ -55,7 +55,7 @@ def candidate_key(c: Candidate) -> tuple[str, str | None, str | None, int]:
 
 
 class VerdictStore(Protocol):
-    """What the verdict cache offers the book (`margin.runs.executing.verdict_cache.VerdictCache`)."""
+    """What the verdict cache offers the book (`margin.serving.verdict_cache.VerdictCache`)."""
 
     def get_many(self, texts: list[RequestKey]) -> dict[RequestKey, Verdict]: ...
     def put_many(self, items: Iterable[tuple[RequestKey, Verdict]]) -> None: ...

@@ -1,6 +1,6 @@
-"""The run folder of a run about to start: a new one claimed (run.json written), or a killed
-one checked against this run and its receipts loaded for replay. Nothing is written before
-the folder is known to be right.
+"""An output folder claimed for writing: a run's (`margin.runs.executing.resume` starts or
+resumes one in it), a merge's or a rescore's. Nothing is written before the folder is known
+to be right.
 
 A folder whose run recorded nothing yet (killed or failed before its first receipt line:
 run.json, an empty receipts file, a temp file of an interrupted atomic write at most) holds
@@ -19,12 +19,8 @@ import shutil
 from pathlib import Path
 
 from margin.errors import InputError
-from margin.runfolder import read_run_record, write_run_record
-from margin.runs.executing.driver import VerdictReplay
-from margin.runs.executing.resume import check_same_run, cut_torn_tail, load_replay
-from margin.runs.preparing.prepare import PreparedRun
 from margin.util.folderlock import entries
-from margin.util.safefiles import refuse_link, slug
+from margin.util.safefiles import slug
 
 #: What a run writes before its first receipt line; `drivers/` holds one such folder per driver.
 START_FILES = ("run.json", "receipts.jsonl")
@@ -86,35 +82,3 @@ def remove_unstarted(out_dir: Path) -> None:
     """A run that made `out_dir` failed before recording anything: leave no folder behind."""
     if unstarted(out_dir):
         shutil.rmtree(out_dir)
-
-
-def check_run_dir(prepared: PreparedRun, out_dir: Path, resume: bool) -> bool:
-    """Refuse a used --out, or a --resume folder of another run, before anything starts.
-    Returns whether there is a run to resume: False for a new run, and for a --resume
-    folder whose run recorded nothing (killed before writing run.json, say), which starts
-    afresh. Asked under the folder's lock (and before it, for a folder that does not exist);
-    `open_run_dir` acts on its answer."""
-    if not resume:
-        check_out_dir(out_dir)
-        return False
-    if not out_dir.is_dir():
-        raise InputError("no such run folder (a run stopped before it recorded anything leaves none: "
-                         "start it again with --out)", path=out_dir, field="--resume")
-    for name in START_FILES:  # a resumed run reads, cuts and appends to them: never through a link
-        refuse_link(out_dir / name)
-    if unstarted(out_dir) and not (out_dir / "run.json").is_file():
-        return False
-    check_same_run(out_dir, read_run_record(out_dir), prepared.record)
-    return True
-
-
-def open_run_dir(prepared: PreparedRun, out_dir: Path, resuming: bool) -> VerdictReplay:
-    """Claim a new run folder (writing run.json), or load what a killed run recorded;
-    `resuming` is what `check_run_dir` answered."""
-    if not resuming:
-        claim_out_dir(out_dir)
-        write_run_record(out_dir, prepared.record)
-        return VerdictReplay()
-    receipts = out_dir / "receipts.jsonl"
-    cut_torn_tail(receipts)
-    return load_replay(receipts)
