@@ -19,7 +19,7 @@ from __future__ import annotations
 import glob
 import json
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +55,7 @@ def run(guard: str | GuardSpec | Guard, *, out: str | Path | None = None, resume
     from margin.runs.preparing.prepare import prepare
     from margin.runs.recording.folder import default_out_dir
 
-    known = [f.name for f in fields(RunConfig) if f.name != "guard"]
+    known = RunConfig.option_names()
     for option in options:
         if option not in known:
             raise InputError(f"margin.run takes no option {option!r}{did_you_mean(option, known)}", field=option)

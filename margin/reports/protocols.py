@@ -12,11 +12,8 @@ before it puts results side by side.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
-
-from margin.errors import InputError
+from typing import Final, Literal
 
 STANDARD_PROTOCOL: Final = "margin-flip-cost/1"
 ADAPTIVE_PROTOCOL: Final = "margin-adaptive-flip-cost/1"
@@ -66,35 +63,4 @@ def protocol_for(search: str) -> ProtocolId:
 def observes_all(search: str) -> bool:
     """Whether a run by `search` holds a verdict for every candidate of its suite."""
     return traits(search).observes_all
-
-
-def protocol_of(document: Mapping[str, Any]) -> str:
-    """The protocol of a snapshot (`meta.protocol`) or a run manifest (`protocol`, or the
-    protocol its `search` implies)."""
-    meta = document.get("meta")
-    if isinstance(meta, Mapping) and "protocol" in meta:
-        return str(meta["protocol"])
-    if "protocol" in document:
-        return str(document["protocol"])
-    if "search" in document:
-        return protocol_for(str(document["search"]))
-    raise InputError("no protocol: neither a snapshot nor a run manifest", field="protocol")
-
-
-def require_one_protocol(documents: Iterable[Mapping[str, Any]], names: Iterable[str] | None = None) -> str:
-    """The one protocol all documents share; InputError naming the odd one out otherwise."""
-    labels = list(names) if names is not None else None
-    first: str | None = None
-    for index, document in enumerate(documents):
-        protocol = protocol_of(document)
-        if first is None:
-            first = protocol
-        elif protocol != first:
-            where = labels[index] if labels else f"document {index + 1}"
-            raise InputError(
-                f"cannot put {protocol} results with {first} results: adaptive margins are upper "
-                "bounds and are never merged or ranked with standard-suite margins", path=where)
-    if first is None:
-        raise InputError("nothing to compare", field="protocol")
-    return first
 

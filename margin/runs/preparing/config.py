@@ -65,6 +65,11 @@ class RunConfig:
     normalize: str | None = None  # a defence before the guard (margin.guards.normalize), e.g. nfkc+skeleton
 
     @classmethod
+    def option_names(cls) -> list[str]:
+        """The keywords `of` takes beside the guard: the fields, with `calls` given flat."""
+        return [f.name for f in fields(cls) if f.name not in ("guard", "calls")] + list(CALL_FIELDS)
+
+    @classmethod
     def of(cls, guard: str | GuardSpec, **options: Any) -> RunConfig:
         """A run's config from flat keywords, as `margin.run` and `margin run`'s flags give
         them: `CallSettings`' fields (engine, batch_size, the call limits, ...) beside the
