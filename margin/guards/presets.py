@@ -119,6 +119,17 @@ PRESET_LIST = [
 ]
 PRESETS: dict[str, Preset] = {p.name: p for p in PRESET_LIST}
 
+
+def check_families(presets: list[Preset]) -> None:
+    """A programming error, raised at import: a preset whose family's module does not list
+    its class in ADAPTERS."""
+    unlisted = sorted({p.family for p in presets} - set(FAMILIES))
+    if unlisted:
+        raise RuntimeError(f"presets name families no adapter module lists in ADAPTERS: {unlisted}")
+
+
+check_families(PRESET_LIST)
+
 #: The `prompted` kind: any instruct model (`model:` names it; there is no default) told
 #: `options.policy` and read by `options.labels` (words) or `options.pattern` (a regex). It is
 #: built as a preset is, but it is not one: it has no checkpoint of its own.
