@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from margin.backends.registry import ChatSetup, backend_of
+from margin.guards.adapters.moderation import Moderation
+from margin.guards.adapters.sequence_classifier import SequenceClassifier
 from margin.guards.base import Guard
 from margin.guards.spec import GuardSpec, adapter_for
 from margin.types import GuardInfo
@@ -27,12 +29,12 @@ def build_preset(spec: GuardSpec, preset: Preset, info: GuardInfo) -> Guard:
     backend = info.backend
     revision = None if info.revision == "main" else info.revision
     model = info.checkpoint
-    if preset.family in ("openai-moderation", "mistral-moderation"):
+    if isinstance(adapter, Moderation):
         from margin.guards.moderation_api import ModerationGuard
 
         return ModerationGuard(adapter, endpoint(spec, preset, options), model, info,
                                max_batch_size=spec.max_batch_size or 32)
-    if preset.family == "sequence-classifier":
+    if isinstance(adapter, SequenceClassifier):
         from margin.guards.classifier import ClassifierGuard
 
         return ClassifierGuard(adapter, info, model, revision, device=options.get("device"),

@@ -13,23 +13,13 @@ from typing import Any
 
 from margin.backends.registry import BACKENDS
 from margin.guards.adapters.base import Adapter
-from margin.guards.adapters.gpt_oss_safeguard import GptOssSafeguard
-from margin.guards.adapters.granite_guardian import GraniteGuardian
-from margin.guards.adapters.llama_guard import LlamaGuard
-from margin.guards.adapters.moderation import MistralModeration, Moderation, OpenAIModeration
-from margin.guards.adapters.nemoguard import NemoGuard
-from margin.guards.adapters.prompted import Prompted
-from margin.guards.adapters.qwen3guard import Qwen3Guard
-from margin.guards.adapters.sequence_classifier import SequenceClassifier
-from margin.guards.adapters.shieldgemma import ShieldGemma
-from margin.guards.adapters.wildguard import WildGuard
-from margin.guards.shapes import PROMPT_ONLY, Shapes
+from margin.guards.adapters.families import FAMILIES
+from margin.guards.adapters.moderation import Moderation
+from margin.guards.shapes import Shapes
 
-GENERATIVE: dict[str, type[Adapter]] = {
-    cls.family: cls
-    for cls in (LlamaGuard, ShieldGemma, WildGuard, GraniteGuardian, Qwen3Guard, NemoGuard, GptOssSafeguard, Prompted)
-}
-MODERATION: dict[str, type[Moderation]] = {cls.family: cls for cls in (OpenAIModeration, MistralModeration)}
+#: The families by interface, read from the one table (`margin.guards.adapters.families`).
+GENERATIVE: dict[str, type[Adapter]] = {f: cls for f, cls in FAMILIES.items() if issubclass(cls, Adapter)}
+MODERATION: dict[str, type[Moderation]] = {f: cls for f, cls in FAMILIES.items() if issubclass(cls, Moderation)}
 #: A generative guard runs on every chat backend.
 CHAT_BACKENDS = tuple(BACKENDS)
 
@@ -54,18 +44,13 @@ class Preset:
 
     @property
     def shapes(self) -> Shapes:
-        """The cases its adapter renders (sequence classifiers: prompts)."""
-        if self.family in MODERATION:
-            return MODERATION[self.family].shapes
-        return GENERATIVE[self.family].shapes_for(self.variant) if self.family in GENERATIVE else PROMPT_ONLY
+        """The cases its adapter renders."""
+        family = FAMILIES[self.family]
+        return family.shapes_for(self.variant) if issubclass(family, Adapter) else family.shapes
 
     @property
     def labels(self) -> str:
-        if self.family in GENERATIVE:
-            return GENERATIVE[self.family].labels
-        if self.family in MODERATION:
-            return MODERATION[self.family].labels
-        return SequenceClassifier.labels
+        return FAMILIES[self.family].labels
 
 
 def _p(name: str, family: str, variant: str, checkpoint: str, description: str, **kw: Any) -> Preset:
@@ -133,6 +118,17 @@ PRESET_LIST = [
        api_key_env="MISTRAL_API_KEY", revision="latest"),
 ]
 PRESETS: dict[str, Preset] = {p.name: p for p in PRESET_LIST}
+
+
+def check_families(presets: list[Preset]) -> None:
+    """A programming error, raised at import: a preset whose family's module does not list
+    its class in ADAPTERS."""
+    unlisted = sorted({p.family for p in presets} - set(FAMILIES))
+    if unlisted:
+        raise RuntimeError(f"presets name families no adapter module lists in ADAPTERS: {unlisted}")
+
+
+check_families(PRESET_LIST)
 
 #: The `prompted` kind: any instruct model (`model:` names it; there is no default) told
 #: `options.policy` and read by `options.labels` (words) or `options.pattern` (a regex). It is

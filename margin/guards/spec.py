@@ -29,8 +29,9 @@ from margin.backends.registry import (
 from margin.backends.secrets import check_env_name, public_url
 from margin.backends.served import states_model
 from margin.errors import InputError
+from margin.guards.adapters.families import FAMILIES
 from margin.guards.declared_weights import PACKAGE, weights_path
-from margin.guards.presets import GENERATIVE, MODERATION, PRESETS, PROMPTED, Preset, preset_of
+from margin.guards.presets import PRESETS, PROMPTED, Preset, preset_of
 from margin.guards.shapes import PROMPT_ONLY, TEXT, Shapes
 from margin.types import GuardInfo
 from margin.util.hashing import canonical_json, sha256_text
@@ -294,14 +295,7 @@ def check(spec: GuardSpec) -> GuardSpec:
 
 
 def adapter_for(spec: GuardSpec, preset: Preset) -> Any:
-    options = {**preset.options, **spec.options}
-    if preset.family in GENERATIVE:
-        return GENERATIVE[preset.family](preset.variant, options)
-    if preset.family in MODERATION:
-        return MODERATION[preset.family](preset.variant, options)
-    from margin.guards.adapters.sequence_classifier import SequenceClassifier
-
-    return SequenceClassifier(preset.variant, options)
+    return FAMILIES[preset.family](preset.variant, {**preset.options, **spec.options})
 
 
 def _identity(spec: GuardSpec, preset: Preset) -> dict[str, Any]:

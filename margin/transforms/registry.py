@@ -11,21 +11,17 @@ tests/transforms/test_registry.py fails if a transform class is left out of its 
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 from collections.abc import Iterable
 from types import ModuleType
 
 from margin.transforms.base import Transform
+from margin.util.modules import package_modules
 from margin.util.suggest import did_you_mean
 
 
 def transform_modules() -> list[ModuleType]:
     """Every module of `margin.transforms`, imported, in name order."""
-    package = importlib.import_module(__package__ or "margin.transforms")
-    return [importlib.import_module(f"{package.__name__}.{info.name}")
-            for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: info.name)
-            if not info.ispkg]
+    return package_modules(__package__ or "margin.transforms")
 
 
 def gather(modules: Iterable[ModuleType]) -> dict[str, Transform]:

@@ -1,6 +1,7 @@
 """Parse tables per family: real output formats (from the model cards and official code)
 mapped to verdicts, including malformed, empty, truncated, odd whitespace, wrong case and
-reasoning traces. Unreadable output must be `invalid`, never safe or unsafe."""
+reasoning traces. Unreadable output must be `invalid`, never safe or unsafe; that no
+family's parser raises on any text is tests/guards/test_adapter_families.py's, over the table."""
 
 from __future__ import annotations
 
@@ -222,15 +223,6 @@ def test_qwen3guard_reads_a_response_only_in_its_three_line_format(safety, categ
         assert verdict.label == ("safe" if safety == "Safety: Safe" else "unsafe")
 
 
-@given(st.text(max_size=80))
-def test_no_response_verdict_raises_and_labels_stay_in_the_contract(text):
-    response = Exchange((Turn("user", "q"), Turn("assistant", "a")), "response")
-    for adapter in (ShieldGemma(), GraniteGuardian("3.2"), GraniteGuardian("3.3"), Qwen3Guard()):
-        for case in (response, response._replace(policy="No spam.")):
-            verdict = adapter.verdict(case, [Generation(text=text)] * len(adapter.requests(case)))
-            assert verdict.label in ("safe", "unsafe", "invalid")
-
-
 NEMOGUARD = [
     ('{"User Safety": "safe"}', "safe"),
     ('{"User Safety": "unsafe", "Safety Categories": "Violence, Threat"}', "unsafe"),
@@ -337,17 +329,6 @@ def test_threshold_moves_the_verdict_but_never_invalid():
     assert apply_threshold(Verdict("safe", 0.4), 0.3).label == "unsafe"
     assert apply_threshold(Verdict("invalid", 0.9), 0.5).label == "invalid"
     assert apply_threshold(Verdict("unsafe", None), 0.9).label == "unsafe"
-
-
-ADAPTERS = [LlamaGuard("3-8b"), ShieldGemma(options={"policies": ["hate"]}), WildGuard(), GraniteGuardian("3.2"),
-            GraniteGuardian("3.3"), Qwen3Guard(), NemoGuard(), GptOssSafeguard()]
-
-
-@given(st.text(max_size=80))
-def test_no_parser_raises_and_labels_stay_in_the_contract(text):
-    for adapter in ADAPTERS:
-        verdict = adapter.parse([Generation(text=text)] * len(adapter.requests("x")))
-        assert verdict.label in ("safe", "unsafe", "invalid")
 
 
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40))

@@ -132,3 +132,6 @@ def final_channel(output: Generation) -> tuple[str | None, tuple[Step, ...]]:
     if output.truncated or not output.text.strip():
         return None, ()
     return output.text, output.steps
+
+#: The families this module defines (margin.guards.adapters.families gathers them).
+ADAPTERS = (GptOssSafeguard,)

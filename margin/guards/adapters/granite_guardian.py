@@ -126,3 +126,6 @@ def parse_score(output: Generation) -> Verdict:
 def _after_reasoning(output: Generation) -> str:
     # The decision token follows `<score>`; with a think block, the first one after it.
     return "</think>" if "</think>" in output.text else "<score>"
+
+#: The families this module defines (margin.guards.adapters.families gathers them).
+ADAPTERS = (GraniteGuardian,)

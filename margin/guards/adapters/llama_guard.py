@@ -119,3 +119,6 @@ def parse_text(text: str) -> VerdictLabel | None:
 def categories(text: str) -> list[str]:
     lines = text.strip().splitlines()
     return CATEGORY.findall(lines[1]) if len(lines) > 1 else []
+
+#: The families this module defines (margin.guards.adapters.families gathers them).
+ADAPTERS = (LlamaGuard,)

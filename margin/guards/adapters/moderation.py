@@ -116,3 +116,6 @@ class MistralModeration(Moderation):
     def caveats(self) -> tuple[str, ...]:
         chosen = sorted(self.categories) if self.categories is not None else f"all but {', '.join(sorted(NOT_HARM))}"
         return (*super().caveats(), f"categories counted as unsafe: {chosen}")
+
+#: The families this module defines (margin.guards.adapters.families gathers them).
+ADAPTERS = (OpenAIModeration, MistralModeration)

@@ -79,3 +79,6 @@ class NemoGuard(SingleRequestAdapter):
         step = decision_step(output.steps, ("safe", "unsafe"), after=judged, prefix=True)
         p = share(label_mass(step, ("safe", "unsafe"), prefix=True), ("unsafe",)) if step else None
         return Verdict(value.strip().lower(), p)  # type: ignore[arg-type]
+
+#: The families this module defines (margin.guards.adapters.families gathers them).
+ADAPTERS = (NemoGuard,)

@@ -131,3 +131,6 @@ def step_at(steps: Sequence[Step], offset: int) -> Step | None:
             return step if not step.token[: offset - position].strip() else None
         position = end
     return None
+
+#: The families this module defines (margin.guards.adapters.families gathers them).
+ADAPTERS = (Prompted,)

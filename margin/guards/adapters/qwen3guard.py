@@ -67,3 +67,6 @@ class Qwen3Guard(SingleRequestAdapter):
 
     def caveats(self) -> tuple[str, ...]:
         return (f"Controversial counted as {self.controversial}",)
+
+#: The families this module defines (margin.guards.adapters.families gathers them).
+ADAPTERS = (Qwen3Guard,)

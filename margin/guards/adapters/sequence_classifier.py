@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from margin.errors import InputError
 from margin.guards.base import EVEN_ODDS
+from margin.guards.shapes import PROMPT_ONLY, Shapes
 from margin.types import Verdict
 from margin.util.hashing import canonical_json
 
@@ -25,6 +26,8 @@ class SequenceClassifier:
     family: ClassVar[str] = "sequence-classifier"
     labels: ClassVar[str] = "unsafe = P(attack class) >= threshold (prompt attack, not harm)"
     context_tokens: ClassVar[int] = 512
+    #: the prompt alone
+    shapes: ClassVar[Shapes] = PROMPT_ONLY
 
     def __init__(self, variant: str, options: Mapping[str, object] | None = None) -> None:
         if variant not in ("prompt-guard-2", "protectai"):
@@ -64,3 +67,6 @@ class SequenceClassifier:
 
     def caveats(self) -> tuple[str, ...]:
         return (ATTACK_CAVEAT,)
+
+#: The families this module defines (margin.guards.adapters.families gathers them).
+ADAPTERS = (SequenceClassifier,)

@@ -100,3 +100,6 @@ def parse_one(output: Generation) -> Verdict:
     label: VerdictLabel = "unsafe" if match.group(1).lower() == "yes" else "safe"
     p = share(label_mass(output.steps[0], ("yes", "no")), ("yes",)) if output.steps else None
     return Verdict(label, p)
+
+#: The families this module defines (margin.guards.adapters.families gathers them).
+ADAPTERS = (ShieldGemma,)

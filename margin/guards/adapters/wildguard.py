@@ -66,3 +66,6 @@ class WildGuard(SingleRequestAdapter):
         step = decision_step(output.steps, ("yes", "no"), after=f"Harmful {judged}:")
         p = share(label_mass(step, ("yes", "no")), ("yes",)) if step else None
         return Verdict("unsafe" if answer == "yes" else "safe", p)
+
+#: The families this module defines (margin.guards.adapters.families gathers them).
+ADAPTERS = (WildGuard,)
