@@ -22,6 +22,7 @@ from margin.util.modules import package_modules
 
 #: The interfaces a family class can have; a class of none of them is refused.
 INTERFACES: tuple[type, ...] = (Adapter, Moderation, SequenceClassifier)
+Family = type[Adapter] | type[Moderation] | type[SequenceClassifier]
 
 
 def adapter_modules() -> list[ModuleType]:
@@ -29,9 +30,9 @@ def adapter_modules() -> list[ModuleType]:
     return package_modules(__package__ or "margin.guards.adapters")
 
 
-def gather(modules: Iterable[ModuleType]) -> dict[str, type]:
+def gather(modules: Iterable[ModuleType]) -> dict[str, Family]:
     """The classes the modules list in `ADAPTERS`, by family, in module then listed order."""
-    table: dict[str, type] = {}
+    table: dict[str, Family] = {}
     for module in modules:
         for cls in getattr(module, "ADAPTERS", ()):
             if not issubclass(cls, INTERFACES):
@@ -42,4 +43,4 @@ def gather(modules: Iterable[ModuleType]) -> dict[str, type]:
     return table
 
 
-FAMILIES: dict[str, type] = gather(adapter_modules())
+FAMILIES: dict[str, Family] = gather(adapter_modules())
