@@ -28,7 +28,7 @@ from typing import Any
 from margin.backends.served import root_url
 from margin.datasets import load_dataset
 from margin.guards.make import build_guard, parse_guard_spec
-from margin.guards.serving import served_spec
+from margin.guards.served_spec import served_spec
 from margin.runs.executing.execute import execute
 from margin.runs.preparing.config import RunConfig
 from margin.runs.preparing.prepare import prepare

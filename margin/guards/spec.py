@@ -60,7 +60,7 @@ class GuardSpec(BaseModel):
     # Extra request fields for a remote backend (a server's grammar, json_schema, stop), sent
     # with every request as the client's extra body: part of the guard's identity.
     request_options: dict[str, Any] = Field(default_factory=dict)
-    # What the guard's server says it serves (`margin.guards.serving.served_spec` reads it at
+    # What the guard's server says it serves (`margin.guards.served_spec.served_spec` reads it at
     # start; never written in a guard file): part of the guard's identity.
     served: tuple[tuple[str, str], ...] = ()
     # A defence before the guard (`--normalize`, canonical name): part of the guard's identity.

@@ -21,7 +21,7 @@ from typing import Any
 from margin.errors import InputError
 from margin.guards.make import describe_guard
 from margin.guards.normalize import NONE, canonical, guard_texts, steps_of
-from margin.guards.serving import served_spec
+from margin.guards.served_spec import served_spec
 from margin.reports.ablation import BASELINE, DefenceRun, ablation_record
 from margin.reports.effectiveness import effectiveness
 from margin.reports.observations import from_receipts, key_of

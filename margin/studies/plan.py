@@ -20,7 +20,7 @@ from margin.cost import CostModel
 from margin.datasets import Dataset, load_dataset
 from margin.errors import InputError
 from margin.guards.make import describe_guard, guard_shapes, parse_guard
-from margin.guards.serving import served_spec
+from margin.guards.served_spec import served_spec
 from margin.guards.spec import GuardSpec, as_field
 from margin.judges.llm import LLMJudge
 from margin.judges.rules import RuleJudge

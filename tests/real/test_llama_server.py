@@ -17,7 +17,7 @@ from margin.backends.generation import GuardRequest
 from margin.backends.http import AsyncEndpoint
 from margin.backends.openai_http import OpenAIChatBackend
 from margin.guards.make import describe_guard, parse_guard_spec
-from margin.guards.serving import served_spec
+from margin.guards.served_spec import served_spec
 from tests.support import llama_server
 from tests.support.cli import margin
 from tests.support.paths import REPO

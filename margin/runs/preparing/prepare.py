@@ -16,7 +16,7 @@ from margin.engine.settings import ENGINE
 from margin.errors import InputError
 from margin.guards.base import Guard
 from margin.guards.make import describe_guard, guard_shapes
-from margin.guards.serving import served_spec
+from margin.guards.served_spec import served_spec
 from margin.guards.shapes import TEXT, Shapes, check_cases
 from margin.guards.spec import GuardSpec
 from margin.guards.weights import check_loadable
