@@ -143,14 +143,16 @@ class StudyPlan:
 
 def prepare(path: Path, on_guard: Callable[[GuardSpec], None] | None = None, *,
             servers: bool = True) -> StudyPlan:
-    """The checked plan of the study config at `path`; `on_guard` sees each guard's spec before
-    anything of it is imported or loaded (the CLI says which code a `python:` guard runs).
+    """The checked plan of the study config at `path`; `on_guard` sees each distinct guard's spec
+    once, before anything of it is imported or loaded (the CLI says which code a `python:` guard
+    runs).
     A guard behind a server is asked what it serves (part of its identity); `servers=False`
     checks a config whose servers are not up, as far as that goes without them."""
     config, source = read_config(path)
     dataset = _dataset(config, source)
     prompts, limit_sample = _subset(config, source, dataset)
-    guards = tuple(_guard(config, source, i, on_guard, servers) for i in range(len(config.guards)))
+    known: dict[str, GuardPlan] = {}  # a guard two stacks share is told, asked and described once
+    guards = tuple(_guard(config, source, i, on_guard, servers, known) for i in range(len(config.guards)))
     _unique([g.id for g in guards], source, "guards", "guard id")
     models = tuple(_protected(config, source, i) for i in range(len(config.models)))
     _unique([m.id for m in models], source, "models", "model id")
@@ -255,19 +257,19 @@ def _transformations(config: StudyConfig, source: Source) -> tuple[Transformatio
 
 
 def _guard(config: StudyConfig, source: Source, index: int,
-           on_guard: Callable[[GuardSpec], None] | None, servers: bool = True) -> StackPlan:
+           on_guard: Callable[[GuardSpec], None] | None, servers: bool, known: dict[str, GuardPlan]) -> StackPlan:
     """The `guards[index]` stack: its input guard (`guard:` and the guard-file keys beside it)
     and its output guard (`output_guard:`), each checked as `margin run --guard` checks one."""
     entry = config.guards[index]
     loc: Loc = ("guards", index)
     first = None
     if entry.guard is not None:
-        first = _one_guard(entry.guard, dict(entry.model_extra or {}), source, loc, on_guard, servers)
+        first = _one_guard(entry.guard, dict(entry.model_extra or {}), source, loc, on_guard, servers, known)
     second = None
     if entry.output_guard is not None:
         out = entry.output_guard
         second = _one_guard(out.guard, dict(out.model_extra or {}), source, (*loc, "output_guard"), on_guard,
-                            servers)
+                            servers, known)
         if "response" not in second.shapes.targets:
             raise source.error(f"guard {second.id} judges {' and '.join(second.shapes.targets)} targets only, so it "
                                "cannot judge a model's response: pick an output guard that takes responses (margin "
@@ -276,7 +278,7 @@ def _guard(config: StudyConfig, source: Source, index: int,
 
 
 def _one_guard(name: str, fields: dict[str, Any], source: Source, loc: Loc,
-               on_guard: Callable[[GuardSpec], None] | None, servers: bool) -> GuardPlan:
+               on_guard: Callable[[GuardSpec], None] | None, servers: bool, known: dict[str, GuardPlan]) -> GuardPlan:
     try:
         spec = parse_guard(name, fields, source.folder)
     except InputError as exc:
@@ -286,6 +288,9 @@ def _one_guard(name: str, fields: dict[str, Any], source: Source, loc: Loc,
         where = (*loc, *key.split("."))
         raise source.error(message, where if where in source.lines else loc) from None
     check_env(spec.api_key_env, source, (*loc, "api_key_env"))
+    key = spec.model_dump_json()
+    if key in known:
+        return known[key]
     if on_guard is not None:
         on_guard(spec)
     if servers:
@@ -293,7 +298,8 @@ def _one_guard(name: str, fields: dict[str, Any], source: Source, loc: Loc,
             spec = served_spec(spec)
         except InputError as exc:
             raise source.error(exc.message, loc) from None
-    return GuardPlan(spec, describe_guard(spec), guard_shapes(spec))
+    known[key] = GuardPlan(spec, describe_guard(spec), guard_shapes(spec))
+    return known[key]
 
 
 def _protected(config: StudyConfig, source: Source, index: int) -> ModelPlan:

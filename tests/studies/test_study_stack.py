@@ -193,6 +193,15 @@ def test_a_cached_output_verdict_is_never_asked_again(tmp_path, monkeypatch):
     assert second.guards["out:compliance"].sent == 0 and second.guards["out:compliance"].cache_hits == 36
 
 
+def test_a_guard_two_stacks_share_is_told_and_described_once(tmp_path):
+    path = stack_config(tmp_path, "http://127.0.0.1:9/v1")
+    plan = prepare(path, servers=False)
+    assert plan.guards[1].output is plan.guards[2].output  # one plan, so one server question
+    result = margin_cli("study", str(path), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and "refused the connection" in result.stderr, result.stderr
+    assert result.stderr.count("runs code: guard") == 1, result.stderr
+
+
 def test_an_output_guard_that_cannot_take_responses_is_refused_naming_the_field(tmp_path):
     config = study_config("http://127.0.0.1:9/v1")
     config["guards"] = ["keyword", {"guard": "keyword", "output_guard": "prompt-guard-2-86m"}]
