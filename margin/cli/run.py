@@ -110,7 +110,7 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
         if prepared.cost_model.norm == "corpus":
             from margin.cost import cost_unit_warning
 
-            warning = cost_unit_warning((p.id, p.text) for p in prepared.dataset.prompts)
+            warning = cost_unit_warning([(p.id, p.text) for p in prepared.dataset.prompts])
             if warning is not None:
                 err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
         if prepared.limit_sample:
