@@ -27,7 +27,6 @@ from margin.engine.settings import ENGINE
 from margin.errors import InputError
 from margin.reports.exports import EXPORTERS
 from margin.types import HEADLINE_FIGURES
-from margin.util.suggest import did_you_mean
 
 if TYPE_CHECKING:
     import polars as pl
@@ -55,10 +54,6 @@ def run(guard: str | GuardSpec | Guard, *, out: str | Path | None = None, resume
     from margin.runs.preparing.prepare import prepare
     from margin.runs.recording.folder import default_out_dir
 
-    known = RunConfig.option_names()
-    for option in options:
-        if option not in known:
-            raise InputError(f"margin.run takes no option {option!r}{did_you_mean(option, known)}", field=option)
     instance = guard if isinstance(guard, GuardClass) else None
     name = instance.info.id if instance is not None else guard
     prepared = prepare(RunConfig.of(guard=name, **options), guard=instance)  # type: ignore[arg-type]

@@ -14,12 +14,10 @@ from typing import Any
 from margin.backends.registry import BACKENDS
 from margin.guards.adapters.base import Adapter
 from margin.guards.adapters.families import FAMILIES
-from margin.guards.adapters.moderation import Moderation
 from margin.guards.shapes import Shapes
 
-#: The families by interface, read from the one table (`margin.guards.adapters.families`).
+#: The generative families (a chat template and a served or local model), read from the one table.
 GENERATIVE: dict[str, type[Adapter]] = {f: cls for f, cls in FAMILIES.items() if issubclass(cls, Adapter)}
-MODERATION: dict[str, type[Moderation]] = {f: cls for f, cls in FAMILIES.items() if issubclass(cls, Moderation)}
 #: A generative guard runs on every chat backend.
 CHAT_BACKENDS = tuple(BACKENDS)
 

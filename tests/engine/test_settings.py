@@ -56,8 +56,9 @@ def test_a_run_config_of_flat_keywords_nests_its_call_settings():
     assert config.calls == CallSettings(engine="local", batch_size=8, max_outage_s=60.0)
     assert (config.dataset, config.drivers) == ("sample", 2)
     assert RunConfig.of("keyword") == RunConfig("keyword")
-    with pytest.raises(TypeError, match="unexpected keyword argument 'batch'"):
-        RunConfig.of("keyword", batch=8)  # refused as the constructor refuses it
+    with pytest.raises(InputError, match="takes no option 'batch'; did you mean batch_size") as caught:
+        RunConfig.of("keyword", batch=8)  # refused by name, once, for margin.run and every caller
+    assert caught.value.field == "batch"
 
 
 def cli_params(command: str) -> dict[str, object]:

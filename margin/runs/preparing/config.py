@@ -10,6 +10,7 @@ from typing import Any
 
 from margin.cost import CostNorm
 from margin.engine import settings
+from margin.errors import InputError
 from margin.guards.make import parse_guard_spec, with_overrides
 from margin.guards.spec import GuardSpec
 from margin.runrecord import (
@@ -73,8 +74,14 @@ class RunConfig:
     def of(cls, guard: str | GuardSpec, **options: Any) -> RunConfig:
         """A run's config from flat keywords, as `margin.run` and `margin run`'s flags give
         them: `CallSettings`' fields (engine, batch_size, the call limits, ...) beside the
-        others, gathered into `calls`. An unknown keyword is refused as the constructor
-        refuses it (TypeError)."""
+        others, gathered into `calls`. An unknown keyword is refused here, by name, with the
+        closest known one."""
+        from margin.util.suggest import did_you_mean
+
+        known = cls.option_names()
+        for option in options:
+            if option not in known:
+                raise InputError(f"margin.run takes no option {option!r}{did_you_mean(option, known)}", field=option)
         calls = {name: options.pop(name) for name in CALL_FIELDS if name in options}
         return cls(guard, **options) if not calls else cls(guard, calls=CallSettings(**calls), **options)
 
