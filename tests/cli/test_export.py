@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 import margin
 from margin.cli.common import families
 from margin.datasets import load_dataset
-from margin.reports.exports.sarif import level
+from margin.reports.exports.formats.sarif import level
 from margin.runfolder import load_run
 from tests.support.cli import margin as cli
 from tests.support.guards import FlakyGuard, HashGuard

@@ -1,11 +1,13 @@
-"""Issue 36, item 6: each export format is listed once, in `EXPORTERS`, beside the modules that
-render them; the CLI and the library read that table, and export the same bytes."""
+"""Issue 36, item 6: each export format is one module in `margin/reports/exports/formats/`, and
+`EXPORTERS` lists that folder; the CLI, the library and the docs read the table, and the CLI and
+the library export the same bytes. A new format is its module, its test and its docs row."""
 
 from __future__ import annotations
 
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,17 +18,34 @@ from margin.reports.exports import EXPORTERS, exporter
 from tests.support.cli import margin as cli
 from tests.support.cli import margin_env
 
-# The package's modules that are not a format: what every format reads, and the writer.
-NOT_FORMATS = {"bundle", "write"}
 
+def test_every_module_in_formats_is_a_format_by_its_name_and_renders():
+    from margin.reports.exports import formats
 
-def test_every_format_module_is_in_the_table_and_every_entry_renders():
-    modules = {m.name for m in pkgutil.iter_modules(exports.__path__)} - NOT_FORMATS
-    assert modules == {path.rsplit(".", 1)[1] for path in EXPORTERS.values()}
+    modules = sorted(m.name for m in pkgutil.iter_modules(formats.__path__))
+    assert list(EXPORTERS) == modules == ["garak", "inspect", "jbb", "junit", "sarif"]
     for fmt in EXPORTERS:
         module = exporter(fmt)
+        assert module.__name__.rsplit(".", 1)[1] == fmt
         assert callable(module.render) and callable(module.holds), fmt
     assert tuple(EXPORTERS) == margin.EXPORT_FORMATS
+
+
+def test_a_module_added_to_formats_is_a_format(tmp_path):
+    """The table is read from the folder: a module there is listed by its name, none is forgotten."""
+    import importlib
+
+    folder = tmp_path / "margin" / "reports" / "exports"
+    (folder / "formats").mkdir(parents=True)
+    for module in EXPORTERS:
+        (folder / "formats" / f"{module}.py").write_text("", "utf-8")
+    (folder / "formats" / "csv.py").write_text("def render(bundle): return ''\ndef holds(text): return ''\n", "utf-8")
+    (folder / "__init__.py").write_text(Path(exports.__file__).read_text("utf-8"), "utf-8")
+    spec = importlib.util.spec_from_file_location("margin.reports.exports", folder / "__init__.py")
+    assert spec is not None and spec.loader is not None
+    copy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copy)
+    assert list(copy.EXPORTERS) == ["csv", *EXPORTERS]
 
 
 def test_the_cli_offers_the_tables_formats():
@@ -70,7 +89,9 @@ def test_the_cli_stays_light_no_exporter_is_imported_to_start_it():
     assert done.stdout.strip() == "[]"
 
 
-def test_the_readme_names_the_tables_formats():
+def test_the_docs_describe_each_format_in_one_row():
     from tests.support.paths import REPO
 
-    assert f"--format {'|'.join(EXPORTERS)} --out FILE" in (REPO / "README.md").read_text("utf-8")
+    rows = [line.split("|")[1].strip() for line in (REPO / "docs" / "reports.md").read_text("utf-8").splitlines()
+            if line.startswith("| `")]
+    assert [row for row in rows if row.strip("`") in EXPORTERS] == [f"`{fmt}`" for fmt in EXPORTERS]

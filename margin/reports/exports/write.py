@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from margin.errors import InputError
-from margin.reports.exports import EXPORTERS, exporter, inspect_log
+from margin.reports.exports import EXPORTERS, exporter
 from margin.reports.exports.bundle import load_bundle
 
 
@@ -36,14 +36,14 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, dataset: Path |
         raise InputError("inspect_ai reads a log by its extension: name the file *.json, or a folder", field="--out")
     bundle = load_bundle(run_dir, dataset)
     module = exporter(fmt)
-    target = folder / inspect_log.file_name(bundle) if folder is not None else out
+    target = folder / module.file_name(bundle) if folder is not None else out  # folder: inspect only
     assert target is not None
     text = module.render(bundle)
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target, text)
     note = ""
-    if fmt == "inspect" and not inspect_log.listed(target.name):
-        note = (f"`inspect view` lists only logs named like {inspect_log.file_name(bundle)}: "
+    if fmt == "inspect" and not module.listed(target.name):
+        note = (f"`inspect view` lists only logs named like {module.file_name(bundle)}: "
                 f"--out {target.parent} names it so")
     return Exported(target, fmt, module.holds(text), note)
 
