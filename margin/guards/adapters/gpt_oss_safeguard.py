@@ -25,6 +25,7 @@ from importlib import resources
 from margin.backends.generation import Generation, GuardRequest, Step, label_mass, share
 from margin.errors import InputError
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter, option_choice, option_int
+from margin.guards.adapters.preset import Preset
 from margin.guards.shapes import Shapes
 from margin.types import TARGET_ROLE, TARGETS, Exchange, Target, Verdict
 
@@ -135,3 +136,12 @@ def final_channel(output: Generation) -> tuple[str | None, tuple[Step, ...]]:
 
 #: The families this module defines (margin.guards.adapters.families gathers them).
 ADAPTERS = (GptOssSafeguard,)
+
+#: The presets of this family, as `margin guards list` lists them (`margin.guards.presets` gathers
+#: every module's).
+PRESETS = (
+    Preset("gpt-oss-safeguard-20b", "gpt-oss-safeguard", "20b", "openai/gpt-oss-safeguard-20b",
+           "gpt-oss-safeguard 20B with margin's binary harm policy"),
+    Preset("gpt-oss-safeguard-120b", "gpt-oss-safeguard", "120b", "openai/gpt-oss-safeguard-120b",
+           "gpt-oss-safeguard 120B with margin's binary harm policy"),
+)

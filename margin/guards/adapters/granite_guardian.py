@@ -32,6 +32,7 @@ from margin.backends.generation import (
 )
 from margin.errors import InputError
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter, chat, option_bool
+from margin.guards.adapters.preset import Preset
 from margin.guards.shapes import Shapes
 from margin.types import TARGETS, Exchange, Verdict
 
@@ -129,3 +130,24 @@ def _after_reasoning(output: Generation) -> str:
 
 #: The families this module defines (margin.guards.adapters.families gathers them).
 ADAPTERS = (GraniteGuardian,)
+
+#: The presets of this family, as `margin guards list` lists them (`margin.guards.presets` gathers
+#: every module's).
+PRESETS = (
+    Preset("granite-guardian-3.0-2b", "granite-guardian", "3.0", "ibm-granite/granite-guardian-3.0-2b",
+           "Granite Guardian 3.0 2B (IBM)"),
+    Preset("granite-guardian-3.0-8b", "granite-guardian", "3.0", "ibm-granite/granite-guardian-3.0-8b",
+           "Granite Guardian 3.0 8B (IBM)"),
+    Preset("granite-guardian-3.1-2b", "granite-guardian", "3.1", "ibm-granite/granite-guardian-3.1-2b",
+           "Granite Guardian 3.1 2B (IBM)", revision="81145486e85c6c82c01e759c0356d9d6da4d21a5"),
+    Preset("granite-guardian-3.1-8b", "granite-guardian", "3.1", "ibm-granite/granite-guardian-3.1-8b",
+           "Granite Guardian 3.1 8B (IBM)"),
+    Preset("granite-guardian-3.2-3b-a800m", "granite-guardian", "3.2", "ibm-granite/granite-guardian-3.2-3b-a800m",
+           "Granite Guardian 3.2 3B-A800M MoE (IBM)", revision="3de033d89b499a18d9a573b5192bf3b967ef48c5"),
+    Preset("granite-guardian-3.2-5b", "granite-guardian", "3.2", "ibm-granite/granite-guardian-3.2-5b",
+           "Granite Guardian 3.2 5B (IBM)"),
+    Preset("granite-guardian-3.3-8b", "granite-guardian", "3.3", "ibm-granite/granite-guardian-3.3-8b",
+           "Granite Guardian 3.3 8B, no think (IBM)", options={"think": False}),
+    Preset("granite-guardian-3.3-8b-think", "granite-guardian", "3.3", "ibm-granite/granite-guardian-3.3-8b",
+           "Granite Guardian 3.3 8B, think mode (IBM)", options={"think": True}),
+)

@@ -24,6 +24,7 @@ from typing import Any
 from margin.backends.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.errors import InputError
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter, chat, option_choice
+from margin.guards.adapters.preset import Preset
 from margin.guards.shapes import Shapes
 from margin.types import TARGETS, Exchange, Verdict, VerdictLabel
 
@@ -122,3 +123,13 @@ def categories(text: str) -> list[str]:
 
 #: The families this module defines (margin.guards.adapters.families gathers them).
 ADAPTERS = (LlamaGuard,)
+
+#: The presets of this family, as `margin guards list` lists them (`margin.guards.presets` gathers
+#: every module's).
+PRESETS = (
+    Preset("llama-guard-3-1b", "llama-guard", "3-1b", "meta-llama/Llama-Guard-3-1B", "Llama Guard 3 1B (Meta)",
+           revision="acf7aafa60f0410f8f42b1fa35e077d705892029"),
+    Preset("llama-guard-3-8b", "llama-guard", "3-8b", "meta-llama/Llama-Guard-3-8B", "Llama Guard 3 8B (Meta)"),
+    Preset("llama-guard-4", "llama-guard", "4", "meta-llama/Llama-Guard-4-12B", "Llama Guard 4 12B (Meta)",
+           auto_class="image-text-to-text"),
+)

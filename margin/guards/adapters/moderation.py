@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from margin.errors import InputError
+from margin.guards.adapters.preset import Preset
 from margin.guards.shapes import Shapes
 from margin.types import TARGETS, Verdict
 from margin.util.hashing import canonical_json
@@ -119,3 +120,14 @@ class MistralModeration(Moderation):
 
 #: The families this module defines (margin.guards.adapters.families gathers them).
 ADAPTERS = (OpenAIModeration, MistralModeration)
+
+#: The presets of this family, as `margin guards list` lists them (`margin.guards.presets` gathers
+#: every module's).
+PRESETS = (
+    Preset("openai-moderation", "openai-moderation", "", "omni-moderation-latest", "OpenAI moderation API",
+           backends=("openai",), backend="openai", threshold=None, base_url="https://api.openai.com/v1",
+           api_key_env="OPENAI_API_KEY", revision="latest"),
+    Preset("mistral-moderation", "mistral-moderation", "", "mistral-moderation-latest", "Mistral moderation API",
+           backends=("openai",), backend="openai", threshold=None, base_url="https://api.mistral.ai/v1",
+           api_key_env="MISTRAL_API_KEY", revision="latest"),
+)

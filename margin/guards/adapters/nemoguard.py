@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from margin.backends.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter, user
+from margin.guards.adapters.preset import Preset
 from margin.guards.shapes import Shapes
 from margin.types import TARGETS, Exchange, Verdict
 
@@ -82,3 +83,17 @@ class NemoGuard(SingleRequestAdapter):
 
 #: The families this module defines (margin.guards.adapters.families gathers them).
 ADAPTERS = (NemoGuard,)
+
+#: The presets of this family, as `margin guards list` lists them (`margin.guards.presets` gathers
+#: every module's).
+PRESETS = (
+    Preset("nemoguard-8b-content-safety", "nemoguard", "v2", "nvidia/llama-3.1-nemoguard-8b-content-safety",
+           "NemoGuard 8B content safety (Nemotron Safety Guard v2; LoRA on Llama 3.1 8B Instruct)",
+           lora_base="meta-llama/Llama-3.1-8B-Instruct"),
+    Preset("nemotron-safety-guard-multilingual-8b-v1", "nemoguard", "multilingual-v1",
+           "nvidia/Llama-3.1-Nemotron-Safety-Guard-Multilingual-8B-v1",
+           "Nemotron Safety Guard multilingual 8B v1 (LoRA on Llama 3.1 8B Instruct)",
+           lora_base="meta-llama/Llama-3.1-8B-Instruct"),
+    Preset("nemotron-safety-guard-8b-v3", "nemoguard", "v3", "nvidia/Llama-3.1-Nemotron-Safety-Guard-8B-v3",
+           "Nemotron Safety Guard 8B v3 (NVIDIA)"),
+)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from margin.backends.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter, chat, option_choice
+from margin.guards.adapters.preset import Preset
 from margin.guards.shapes import Shapes
 from margin.types import TARGETS, Exchange, Verdict, VerdictLabel
 
@@ -70,3 +71,11 @@ class Qwen3Guard(SingleRequestAdapter):
 
 #: The families this module defines (margin.guards.adapters.families gathers them).
 ADAPTERS = (Qwen3Guard,)
+
+#: The presets of this family, as `margin guards list` lists them (`margin.guards.presets` gathers
+#: every module's).
+PRESETS = (
+    Preset("qwen3guard-gen-0.6b", "qwen3guard-gen", "", "Qwen/Qwen3Guard-Gen-0.6B", "Qwen3Guard-Gen 0.6B"),
+    Preset("qwen3guard-gen-4b", "qwen3guard-gen", "", "Qwen/Qwen3Guard-Gen-4B", "Qwen3Guard-Gen 4B"),
+    Preset("qwen3guard-gen-8b", "qwen3guard-gen", "", "Qwen/Qwen3Guard-Gen-8B", "Qwen3Guard-Gen 8B"),
+)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from margin.errors import InputError
+from margin.guards.adapters.preset import Preset
 from margin.guards.base import EVEN_ODDS
 from margin.guards.shapes import PROMPT_ONLY, Shapes
 from margin.types import Verdict
@@ -70,3 +71,18 @@ class SequenceClassifier:
 
 #: The families this module defines (margin.guards.adapters.families gathers them).
 ADAPTERS = (SequenceClassifier,)
+
+#: The presets of this family, as `margin guards list` lists them (`margin.guards.presets` gathers
+#: every module's).
+PRESETS = (
+    Preset("prompt-guard-2-86m", "sequence-classifier", "prompt-guard-2", "meta-llama/Llama-Prompt-Guard-2-86M",
+           "Llama Prompt Guard 2 86M: prompt-attack detector (Meta)", backends=("transformers",),
+           revision="a8ded8e697ce7c355e395a0df51f94adb4a2fd27"),
+    Preset("prompt-guard-2-22m", "sequence-classifier", "prompt-guard-2", "meta-llama/Llama-Prompt-Guard-2-22M",
+           "Llama Prompt Guard 2 22M: prompt-attack detector (Meta)", backends=("transformers",),
+           revision="11614a155199674a0a95e6602d6ab0417b790ed0"),
+    Preset("protectai-prompt-injection-v2", "sequence-classifier", "protectai",
+           "protectai/deberta-v3-base-prompt-injection-v2",
+           "ProtectAI DeBERTa v3 prompt-injection detector v2", backends=("transformers",),
+           revision="90c9989b1a342275dd0d1a95aad283c04e075671"),
+)

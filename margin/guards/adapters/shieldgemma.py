@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from margin.backends.generation import Generation, GuardRequest, label_mass, share
 from margin.errors import InputError
 from margin.guards.adapters.base import INVALID, Adapter, chat
+from margin.guards.adapters.preset import Preset
 from margin.guards.shapes import Shapes
 from margin.types import TARGETS, Exchange, Verdict, VerdictLabel
 
@@ -103,3 +104,12 @@ def parse_one(output: Generation) -> Verdict:
 
 #: The families this module defines (margin.guards.adapters.families gathers them).
 ADAPTERS = (ShieldGemma,)
+
+#: The presets of this family, as `margin guards list` lists them (`margin.guards.presets` gathers
+#: every module's).
+PRESETS = (
+    Preset("shieldgemma-2b", "shieldgemma", "2b", "google/shieldgemma-2b", "ShieldGemma 2B (Google)",
+           revision="d1dffc9c8c9237a90aab09c61383791e718ef9e8"),
+    Preset("shieldgemma-9b", "shieldgemma", "9b", "google/shieldgemma-9b", "ShieldGemma 9B (Google)"),
+    Preset("shieldgemma-27b", "shieldgemma", "27b", "google/shieldgemma-27b", "ShieldGemma 27B (Google)"),
+)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from margin.backends.generation import Generation, GuardRequest, decision_step, label_mass, share
 from margin.guards.adapters.base import INVALID, SingleRequestAdapter
+from margin.guards.adapters.preset import Preset
 from margin.guards.shapes import Shapes
 from margin.types import TARGETS, Exchange, Verdict
 
@@ -69,3 +70,9 @@ class WildGuard(SingleRequestAdapter):
 
 #: The families this module defines (margin.guards.adapters.families gathers them).
 ADAPTERS = (WildGuard,)
+
+#: The presets of this family, as `margin guards list` lists them (`margin.guards.presets` gathers
+#: every module's).
+PRESETS = (
+    Preset("wildguard", "wildguard", "", "allenai/wildguard", "WildGuard 7B (AI2)"),
+)
