@@ -22,7 +22,7 @@ from margin.errors import InputError
 from margin.guards.make import describe_guard
 from margin.guards.normalize import NONE, canonical, guard_texts, steps_of
 from margin.guards.served_spec import served_spec
-from margin.reports.ablation import BASELINE, DefenceRun, ablation_record
+from margin.reports.ablation import BASELINE, DefenceFigures, DefenceRun, ablation_record
 from margin.reports.effectiveness import effectiveness
 from margin.reports.observations import from_receipts, key_of
 from margin.reports.plots import ablation_figure, heatmap_figure, save
@@ -191,7 +191,7 @@ def write_figures(out_dir: Path, record: Mapping[str, Any]) -> list[Path]:
     ablation-families.png/.svg (flip rate per family and defence)."""
     defences = record["defences"]
     title = f"{record['meta']['guard']} on {record['meta']['dataset']['name']} ({record['meta']['suite']['name']} suite)"
-    files = save(ablation_figure(defences, title), out_dir / "ablation")
+    files = save(ablation_figure([DefenceFigures.model_validate(d) for d in defences], title), out_dir / "ablation")
     if all(d.get("effectiveness") for d in defences):
         rows = [r["name"] for r in defences[0]["effectiveness"]["families"]]
         values = [[next((r["all"]["flip_rate"] for r in d["effectiveness"]["families"] if r["name"] == name), None)
