@@ -42,12 +42,34 @@ class FigureChange(Open):
     interval: list[Number]
 
 
+class FlipRate(Open):
+    flip_rate: Number | None  # None: no eligible prompt
+
+
+class FamilyEffect(Open):
+    """A family's row of a defence's `effectiveness.families` (its classes and status kept)."""
+
+    name: str
+    all: FlipRate  # both classes together
+
+
+class DefenceEffects(Open):
+    families: list[FamilyEffect]
+
+
 class DefenceFigures(Open):
-    """What the ablation figure reads of one defence of ablation.json (its other fields kept)."""
+    """What the ablation figures read of one defence of ablation.json (its other fields kept)."""
 
     defence: str
     figures: dict[str, FigureValue]
     change: dict[str, FigureChange | None] | None  # None: the baseline itself
+    effectiveness: DefenceEffects | None = None  # None: not an exhaustive run
+
+    def family_flip_rates(self) -> dict[str, float | None] | None:
+        """Per transform family, its flip rate over both classes (None: not an exhaustive run)."""
+        if self.effectiveness is None:
+            return None
+        return {row.name: row.all.flip_rate for row in self.effectiveness.families}
 
     def point(self, figure: str, change: bool) -> tuple[float | None, list[float] | None]:
         """(value, interval) of a figure, or of its change against no defence (0 for none itself)."""

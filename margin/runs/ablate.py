@@ -189,13 +189,13 @@ def _run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
 def write_figures(out_dir: Path, record: Mapping[str, Any]) -> list[Path]:
     """ablation.png/.svg (margins and changes with intervals) and, for exhaustive runs,
     ablation-families.png/.svg (flip rate per family and defence)."""
-    defences = record["defences"]
+    defences = [DefenceFigures.model_validate(d) for d in record["defences"]]
     title = f"{record['meta']['guard']} on {record['meta']['dataset']['name']} ({record['meta']['suite']['name']} suite)"
-    files = save(ablation_figure([DefenceFigures.model_validate(d) for d in defences], title), out_dir / "ablation")
-    if all(d.get("effectiveness") for d in defences):
-        rows = [r["name"] for r in defences[0]["effectiveness"]["families"]]
-        values = [[next((r["all"]["flip_rate"] for r in d["effectiveness"]["families"] if r["name"] == name), None)
-                   for d in defences] for name in rows]
-        files += save(heatmap_figure(rows, [d["defence"] for d in defences], values,
+    files = save(ablation_figure(defences, title), out_dir / "ablation")
+    rates = [d.family_flip_rates() for d in defences]
+    if all(r is not None for r in rates):
+        rows = list(rates[0] or {})
+        values = [[(r or {}).get(name) for r in rates] for name in rows]
+        files += save(heatmap_figure(rows, [d.defence for d in defences], values,
                                      f"{title}: flip rate per family"), out_dir / "ablation-families")
     return files
