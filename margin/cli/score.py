@@ -54,10 +54,12 @@ def score(
     if out is not None:
         written = write_rescore(rescored, out, analysis_files(analyses))
         if "effectiveness" in analyses:
+            from margin.reports.effectiveness import effectiveness
             from margin.reports.plots import heatmap_figure, save
             from margin.reports.publish import effectiveness_grid
 
-            rows, columns, values = effectiveness_grid({rescored.guard.id: analyses["effectiveness"]})
+            per_transform, _ = effectiveness(rescored.observations, families())
+            rows, columns, values = effectiveness_grid({rescored.guard.id: per_transform})
             written += save(heatmap_figure(rows, columns, values, f"{rescored.guard.id}: flip rate per transform"),
                             out / "effectiveness")
         console.print(f"wrote {out}/ ({', '.join(p.name for p in written)})")

@@ -20,11 +20,65 @@ from dataclasses import dataclass
 from typing import Any
 
 from margin.reports.bootstrap import FIGURES, BootstrapSpec, paired_differences
+from margin.reports.documents import Number, Open
 from margin.reports.effectiveness import Effect
 from margin.reports.snapshot_schema import Record
 from margin.types import LABELS, SearchResult
 
 BASELINE = "none"
+
+
+class FigureValue(Open):
+    """A figure of one defence's run with its 95% interval (`figures` in ablation.json)."""
+
+    value: Number | None
+    interval: list[Number] | None
+
+
+class FigureChange(Open):
+    """A figure's change against no defence with its paired 95% interval (`change`)."""
+
+    difference: Number
+    interval: list[Number]
+
+
+class FlipRate(Open):
+    flip_rate: Number | None  # None: no eligible prompt
+
+
+class FamilyEffect(Open):
+    """A family's row of a defence's `effectiveness.families` (its classes and status kept)."""
+
+    name: str
+    all: FlipRate  # both classes together
+
+
+class DefenceEffects(Open):
+    families: list[FamilyEffect]
+
+
+class DefenceFigures(Open):
+    """What the ablation figures read of one defence of ablation.json (its other fields kept)."""
+
+    defence: str
+    figures: dict[str, FigureValue]
+    change: dict[str, FigureChange | None] | None  # None: the baseline itself
+    effectiveness: DefenceEffects | None = None  # None: not an exhaustive run
+
+    def family_flip_rates(self) -> dict[str, float | None] | None:
+        """Per transform family, its flip rate over both classes (None: not an exhaustive run)."""
+        if self.effectiveness is None:
+            return None
+        return {row.name: row.all.flip_rate for row in self.effectiveness.families}
+
+    def point(self, figure: str, change: bool) -> tuple[float | None, list[float] | None]:
+        """(value, interval) of a figure, or of its change against no defence (0 for none itself)."""
+        if not change:
+            return self.figures[figure].value, self.figures[figure].interval
+        if self.change is None:
+            return 0.0, None
+        diff = self.change.get(figure)
+        return (diff.difference, diff.interval) if diff else (None, None)
 
 
 @dataclass(frozen=True)

@@ -56,8 +56,12 @@ def _effect(name: str, observations: Sequence[PromptObservations], members: set[
     return Effect(name, by_class)
 
 
+#: A run's effects: (per transform, per family).
+Effects = tuple[list[Effect], list[Effect]]
+
+
 def effectiveness(observations: Sequence[PromptObservations],
-                  families: Mapping[str, str] | None = None) -> tuple[list[Effect], list[Effect]]:
+                  families: Mapping[str, str] | None = None) -> Effects:
     """(effects per transform, effects per family), transforms sorted by name."""
     families = families or {}
     transforms = sorted({v.transform for o in observations for v in o.variants})

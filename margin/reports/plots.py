@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from margin.reports.ablation import DefenceFigures
 from margin.reports.completeness import measured, shown_status
 from margin.reports.pairings import model_order
 from margin.reports.snapshot_schema import Curves, Record
@@ -227,18 +228,8 @@ ABLATION_FIGURES = (("balanced_margin", "balanced margin", "#444444"),
                     ("clean_balanced_accuracy", "clean balanced accuracy %", "#9b59b6"))
 
 
-def _ablation_point(defence: Mapping[str, Any], figure: str, change: bool) -> tuple[float | None, Any]:
-    """(value, interval) of a figure, or of its change against no defence (0 for none itself)."""
-    if not change:
-        return defence["figures"][figure]["value"], defence["figures"][figure]["interval"]
-    if defence["change"] is None:
-        return 0.0, None
-    diff = defence["change"].get(figure)
-    return (diff["difference"], diff["interval"]) if diff else (None, None)
-
-
-def ablation_figure(defences: Sequence[Mapping[str, Any]], title: str = "") -> Figure:
-    """Per defence (an `ablation.json` entry): the margins and clean balanced accuracy with their
+def ablation_figure(defences: Sequence[DefenceFigures], title: str = "") -> Figure:
+    """Per defence (an `ablation.json` entry, read into its model): the margins and clean balanced accuracy with their
     95% intervals, and their change against no defence with the paired 95% interval (a margin
     gained by blocking less shows beside the accuracy it costs)."""
     fig = _new_figure(max(7.0, 2.5 + 1.3 * len(defences)), 4.4)
@@ -249,7 +240,7 @@ def ablation_figure(defences: Sequence[Mapping[str, Any]], title: str = "") -> F
             offset = (k - (len(ABLATION_FIGURES) - 1) / 2) * width
             xs, ys, below, above = [], [], [], []
             for i, defence in enumerate(defences):
-                value, interval = _ablation_point(defence, figure, change)
+                value, interval = defence.point(figure, change)
                 if value is None:
                     continue
                 xs.append(i + offset)
@@ -258,7 +249,7 @@ def ablation_figure(defences: Sequence[Mapping[str, Any]], title: str = "") -> F
                 above.append(interval[1] - value if interval else 0.0)
             ax.errorbar(xs, ys, yerr=[below, above], fmt="o", color=colour, label=label, capsize=3,
                         markersize=4, linewidth=1.2)
-        ax.set_xticks(range(len(defences)), [str(d["defence"]) for d in defences], rotation=30, ha="right",
+        ax.set_xticks(range(len(defences)), [d.defence for d in defences], rotation=30, ha="right",
                       fontsize="small")
         ax.grid(alpha=0.3, axis="y")
     axes[0].set_ylabel("margin, or accuracy in % (0-100)")

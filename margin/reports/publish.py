@@ -13,7 +13,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,12 +28,12 @@ from margin.reports.completeness import (
     pair_meets,
 )
 from margin.reports.documents import content_hash, pinned_url
-from margin.reports.effectiveness import effectiveness_record
+from margin.reports.effectiveness import Effect, Effects, effectiveness
 from margin.reports.observations import PromptObservations, from_receipts
 from margin.reports.pairings import Pairings, load_pairings, mark_provisional, merge_pairings
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, observes_all, protocol_for
 from margin.reports.snapshot import SnapshotEntry, build_snapshot, measured_on, snapshot_entry
-from margin.reports.snapshot_schema import Record, Snapshot
+from margin.reports.snapshot_schema import Provenance, Record, Snapshot
 from margin.runfolder import RunDir, dumps, load_run
 from margin.util.hashing import sha256_text
 from margin.util.safefiles import atomic_write_text, check_date
@@ -151,19 +151,22 @@ def check_coverage(runs: Sequence[RunEvidence], studies: Sequence[tuple[str, Pai
                          "--resume, or pass --allow-incomplete to publish it marked incomplete and unranked)")
 
 
-def run_provenance(run: RunDir) -> dict[str, Any]:
-    """margin version and commit that produced the run, from its own snapshot where present."""
+def run_provenance(run: RunDir) -> Provenance | None:
+    """The provenance of the run's own snapshot (the margin version and commit that produced
+    it), or None where the run has no readable one."""
     try:
-        meta = json.loads((run.path / "snapshot.json").read_text(encoding="utf-8"))["meta"]["provenance"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    return {k: meta.get(k) for k in ("margin_version", "git_commit")}
+        return Snapshot.model_validate(json.loads((run.path / "snapshot.json").read_text(encoding="utf-8"))
+                                       ).meta.provenance
+    except (OSError, ValueError):  # a missing or unreadable file; pydantic's ValidationError is a ValueError
+        return None
 
 
 def leaderboard_entry(evidence: RunEvidence, spec: BootstrapSpec | None) -> SnapshotEntry:
     run = evidence.run
+    made = run_provenance(run)
     return snapshot_entry(run.guard, run.results, run.budget,
-                          {"search": run.search, "seed": run.record.seed, **run_provenance(run),
+                          {"search": run.search, "seed": run.record.seed,
+                           **({"margin_version": made.margin_version, "git_commit": made.git_commit} if made else {}),
                            **({"target": run.record.target} if run.record.target else {})},
                           spec, coverage=evidence.coverage)
 
@@ -208,7 +211,7 @@ class Published:
     leaderboard: Snapshot | None = None
     pairings: Pairings | None = None
     files: list[Path] = field(default_factory=list)
-    effectiveness: dict[str, dict[str, Any]] = field(default_factory=dict)  # guard id -> record
+    effectiveness: dict[str, Effects] = field(default_factory=dict)  # guard id -> per transform, per family
 
 
 def split_publish_inputs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
@@ -254,7 +257,7 @@ def publish(paths: Sequence[Path], out_dir: Path, *, base_url: str | None = None
         published.files += [out_dir / name, out_dir / "guardrails.json"]
         for ev in evidence:
             if ev.observations is not None:
-                published.effectiveness[ev.run.guard.id] = effectiveness_record(ev.observations, families)
+                published.effectiveness[ev.run.guard.id] = effectiveness(ev.observations, families)
         if plots:
             published.files += leaderboard_plots(snapshot, published.effectiveness, out_dir / name[:-5])
     if pairings_in:
@@ -270,7 +273,7 @@ def publish(paths: Sequence[Path], out_dir: Path, *, base_url: str | None = None
     return published
 
 
-def leaderboard_plots(snapshot: Snapshot, effects: dict[str, dict[str, Any]], stem: Path) -> list[Path]:
+def leaderboard_plots(snapshot: Snapshot, effects: Mapping[str, Effects], stem: Path) -> list[Path]:
     from margin.reports.plots import (
         CurveSeries,
         curves_figure,
@@ -287,7 +290,7 @@ def leaderboard_plots(snapshot: Snapshot, effects: dict[str, dict[str, Any]], st
     files += save(fpr_fnr_figure(points, f"original prompts of {prov.dataset.name}"),
                   stem.with_name(stem.name + "-fpr-fnr"))
     if effects:
-        rows, columns, values = effectiveness_grid(effects)
+        rows, columns, values = effectiveness_grid({gid: per_transform for gid, (per_transform, _) in effects.items()})
         files += save(heatmap_figure(rows, columns, values, "flip rate per transform (exhaustive runs)"),
                       stem.with_name(stem.name + "-effectiveness"))
     return files
@@ -298,17 +301,18 @@ def _error(record: Record, label: str) -> float | None:
     return None if acc is None else 1.0 - acc / 100.0
 
 
-def effectiveness_grid(effects: dict[str, dict[str, Any]], level: str = "transforms"
+def effectiveness_grid(effects: Mapping[str, Sequence[Effect]]
                        ) -> tuple[list[str], list[str], list[list[float | None]]]:
-    """Rows: transforms; columns: guard x class; cells: flip rate."""
-    names = sorted({r["name"] for rec in effects.values() for r in rec[level]})
+    """Rows: transforms (or families); columns: guard x class; cells: flip rate. `effects`:
+    per guard id, its effects at one level (`effectiveness`'s per transform or per family)."""
+    names = sorted({effect.name for found in effects.values() for effect in found})
     columns = [f"{gid} · {label}" for gid in effects for label in ("unsafe", "safe")]
     values = []
     for name in names:
         row: list[float | None] = []
-        for rec in effects.values():
-            found = next((r for r in rec[level] if r["name"] == name), None)
-            row += [None if found is None else found[label]["flip_rate"] for label in ("unsafe", "safe")]
+        for found in effects.values():
+            effect = next((e for e in found if e.name == name), None)
+            row += [None if effect is None else effect.by_class[label].flip_rate for label in ("unsafe", "safe")]
         values.append(row)
     return names, columns, values
 

@@ -22,7 +22,7 @@ from margin.errors import InputError
 from margin.guards.make import describe_guard
 from margin.guards.normalize import NONE, canonical, guard_texts, steps_of
 from margin.guards.served_spec import served_spec
-from margin.reports.ablation import BASELINE, DefenceRun, ablation_record
+from margin.reports.ablation import BASELINE, DefenceFigures, DefenceRun, ablation_record
 from margin.reports.effectiveness import effectiveness
 from margin.reports.observations import from_receipts, key_of
 from margin.reports.plots import ablation_figure, heatmap_figure, save
@@ -189,13 +189,13 @@ def _run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
 def write_figures(out_dir: Path, record: Mapping[str, Any]) -> list[Path]:
     """ablation.png/.svg (margins and changes with intervals) and, for exhaustive runs,
     ablation-families.png/.svg (flip rate per family and defence)."""
-    defences = record["defences"]
+    defences = [DefenceFigures.model_validate(d) for d in record["defences"]]
     title = f"{record['meta']['guard']} on {record['meta']['dataset']['name']} ({record['meta']['suite']['name']} suite)"
     files = save(ablation_figure(defences, title), out_dir / "ablation")
-    if all(d.get("effectiveness") for d in defences):
-        rows = [r["name"] for r in defences[0]["effectiveness"]["families"]]
-        values = [[next((r["all"]["flip_rate"] for r in d["effectiveness"]["families"] if r["name"] == name), None)
-                   for d in defences] for name in rows]
-        files += save(heatmap_figure(rows, [d["defence"] for d in defences], values,
+    rates = [d.family_flip_rates() for d in defences]
+    if all(r is not None for r in rates):
+        rows = list(rates[0] or {})
+        values = [[(r or {}).get(name) for r in rates] for name in rows]
+        files += save(heatmap_figure(rows, [d.defence for d in defences], values,
                                      f"{title}: flip rate per family"), out_dir / "ablation-families")
     return files

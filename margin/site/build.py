@@ -15,6 +15,7 @@ whole, so bad input writes nothing and a reader never sees half a site.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -52,8 +53,10 @@ def snapshot_url(name: str, base_url: str | None, endpoint: str) -> str:
 
 
 def endpoint_text(snap: PublishedFile, url: str) -> str:
-    """The snapshot as published with only meta.snapshot_url replaced (key order kept)."""
-    return dumps({**snap.body, "meta": {**snap.body["meta"], "snapshot_url": url}}) + "\n"
+    """The snapshot as published with only meta.snapshot_url replaced: the file's own JSON
+    (key order and number types kept whatever wrote it), read here where it is written."""
+    body = json.loads(snap.text)
+    return dumps({**body, "meta": {**body["meta"], "snapshot_url": url}}) + "\n"
 
 
 def site_files(inputs: SiteInputs, base_url: str | None) -> dict[str, str]:

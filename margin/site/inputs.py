@@ -25,7 +25,7 @@ from margin.reports.documents import Document
 from margin.reports.pairings import PROTOCOL as PAIRINGS_PROTOCOL
 from margin.reports.pairings import Pairings, validate_pairings
 from margin.reports.publish import address, content_hash
-from margin.reports.snapshot_schema import validate_snapshot
+from margin.reports.snapshot_schema import Snapshot, validate_snapshot
 
 KINDS = ("guardrails", "pairings")
 NAME = re.compile(r"margin-(?P<kind>guardrails|pairings)-(?P<date>\d{4}-\d{2}-\d{2})-(?P<hash>[0-9a-f]{16})\.json")
@@ -50,9 +50,22 @@ class PublishedFile:
     kind: str
     name: str  # the immutable file name, margin-KIND-DATE-HASH16.json
     text: str  # the file as published, copied byte for byte
-    body: dict[str, Any]  # its JSON, as the page templates read it
     source: Path
-    model: Document  # the same, read into its model and checked
+    model: Document  # the same, read into its model and checked: what the pages read
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The leaderboard snapshot a `guardrails` file holds."""
+        if not isinstance(self.model, Snapshot):
+            raise TypeError(f"{self.name} is a {self.kind} snapshot, not a leaderboard")
+        return self.model
+
+    @property
+    def pairings(self) -> Pairings:
+        """The pairings snapshot a `pairings` file holds."""
+        if not isinstance(self.model, Pairings):
+            raise TypeError(f"{self.name} is a {self.kind} snapshot, not pairings")
+        return self.model
 
     @property
     def date(self) -> str:
@@ -98,16 +111,17 @@ def read_snapshot(path: Path, kind: str) -> PublishedFile:
     if not isinstance(body, dict):
         raise InputError("a snapshot is a JSON object with meta and data", path=path)
     model = VALIDATORS[kind](body, path)
+    # The name and the hash check read the JSON as published: its content is what the name pins.
     name = address(body, kind, None)[0]
     match = NAME.fullmatch(path.name)
     if match:
-        if match["date"] != str(body["meta"]["snapshot_date"]):
-            raise InputError(f"named for {match['date']} but meta.snapshot_date is {body['meta']['snapshot_date']}",
+        if match["date"] != str(model.meta.snapshot_date):
+            raise InputError(f"named for {match['date']} but meta.snapshot_date is {model.meta.snapshot_date}",
                              path=path, field="meta.snapshot_date")
         if match["hash"] != content_hash(body)[:16]:
             raise InputError("content does not match the hash in its name (published snapshots are immutable; "
                              "publish again rather than editing one)", path=path)
-    return PublishedFile(kind, name, text, body, path, model)
+    return PublishedFile(kind, name, text, path, model)
 
 
 def _current_first(kind: str, found: dict[str, PublishedFile], latest: str | None) -> list[PublishedFile]:

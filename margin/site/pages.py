@@ -23,7 +23,8 @@ from margin.reports.completeness import (
     pair_describe,
     shown_status,
 )
-from margin.reports.pairings import Thresholds, model_order
+from margin.reports.pairings import Pairings, PairRecord, model_order
+from margin.reports.snapshot_schema import Evaluation, FigureSet, Record
 from margin.site.inputs import PublishedFile, SiteInputs
 from margin.site.svg import LadderPoint, curves_svg, ladder_svg
 from margin.types import HEADLINE_FIGURES
@@ -101,46 +102,42 @@ def name_of(entity: Mapping[str, Any]) -> str:
 
 # ---- leaderboard ----------------------------------------------------------------------------
 
-class _Optional:
-    """The optional parts of a figures record (intervals, per-class accuracy), read safely."""
-
-    figures: Mapping[str, Any]
+@dataclass(frozen=True)
+class SliceRow:
+    value: str
+    figures: FigureSet
 
     def ci(self, name: str) -> list[float] | None:
-        return (self.figures.get("confidence_intervals") or {}).get(name)
+        return self.figures.interval(name)
 
     def accuracy(self, label: str) -> float | None:
-        return (self.figures.get("clean_accuracy") or {}).get(label)
-
-
-@dataclass(frozen=True)
-class SliceRow(_Optional):
-    value: str
-    figures: Mapping[str, Any]
+        return self.figures.clean_accuracy.get(label)
 
     @property
     def counts(self) -> str:
-        scored = (self.figures.get("coverage") or {}).get("scored") or {}
+        scored = self.figures.coverage.scored if self.figures.coverage else {}
         return " / ".join(str(scored.get(label, 0)) for label in ("unsafe", "safe"))
 
 
 @dataclass(frozen=True)
-class GuardView(_Optional):
-    record: Mapping[str, Any]
+class GuardView:
+    record: Record
     anchor: str
     curves: Markup
     slices: list[tuple[str, list[SliceRow]]]
     provenance: list[tuple[str, str]]
     template: str
-    pairs: list[Mapping[str, Any]] = field(default_factory=list)
+    pairs: list[PairRecord] = field(default_factory=list)
 
-    @property
-    def figures(self) -> Mapping[str, Any]:  # type: ignore[override]
-        return self.record
+    def ci(self, name: str) -> list[float] | None:
+        return self.record.interval(name)
+
+    def accuracy(self, label: str) -> float | None:
+        return self.record.clean_accuracy.get(label)
 
     @property
     def coverage(self) -> Coverage:
-        return Coverage.model_validate(self.record["coverage"])
+        return self.record.coverage
 
     @property
     def complete(self) -> bool:
@@ -157,34 +154,36 @@ class GuardView(_Optional):
 
     def sort_value(self, key: str) -> str:
         if key == "guard":
-            return str(self.record["id"]).casefold()
-        value = self.record.get(key)
+            return self.record.id.casefold()
+        value = self.record.rank if key == "rank" else self.record.figure(key)
         return "" if value is None else repr(float(value))
 
 
-def provenance_items(evaluation: Mapping[str, Any]) -> list[tuple[str, str]]:
-    keys = [k for k in FIRST_FIELDS if k in evaluation]
-    keys += [k for k in evaluation if k not in keys and k not in ("caveats", "template", "scope")]
-    return [(k.replace("_", " "), plain(evaluation[k])) for k in keys]
+def provenance_items(evaluation: Evaluation) -> list[tuple[str, str]]:
+    """Every field the evaluation holds (an open set: runs and publish add their own), the
+    usual ones first, in the order the snapshot lists them."""
+    held = evaluation.document()
+    keys = [k for k in FIRST_FIELDS if k in held]
+    keys += [k for k in held if k not in keys and k not in ("caveats", "template", "scope")]
+    return [(k.replace("_", " "), plain(held[k])) for k in keys]
 
 
-def guard_view(record: Mapping[str, Any], budget: float, pairs: list[Mapping[str, Any]]) -> GuardView:
-    ident = anchor("guard", str(record["id"]))
-    svg = curves_svg(record["curves"], budget, ident=f"{ident}-curves",
-                     title=f"Robust accuracy of {record['id']} against the cost budget",
-                     margins={"unsafe": record.get("unsafe_margin"), "safe": record.get("safe_margin")})
+def guard_view(record: Record, budget: float, pairs: list[PairRecord]) -> GuardView:
+    ident = anchor("guard", record.id)
+    svg = curves_svg(record.curves, budget, ident=f"{ident}-curves",
+                     title=f"Robust accuracy of {record.id} against the cost budget",
+                     margins={"unsafe": record.unsafe_margin, "safe": record.safe_margin})
     slices = [(dimension, [SliceRow(value, figures) for value, figures in values.items()])
-              for dimension, values in (record.get("slices") or {}).items()]
-    template = record["evaluation"].get("template")
-    return GuardView(record, ident, Markup(svg), slices, provenance_items(record["evaluation"]),
+              for dimension, values in record.slices.items()]
+    template = record.evaluation.template
+    return GuardView(record, ident, Markup(svg), slices, provenance_items(record.evaluation),
                      template if isinstance(template, str) else plain(template), pairs)
 
 
-def names_of(pairings: PublishedFile | None) -> dict[str, str]:
+def names_of(pairings: Pairings | None) -> dict[str, str]:
     if pairings is None:
         return {}
-    meta = pairings.body["meta"]
-    return {e["id"]: e.get("name") or e["id"] for e in [*meta["guards"], *meta["models"]]}
+    return {e.id: e.name or e.id for e in [*pairings.meta.guards, *pairings.meta.models]}
 
 
 # ---- pairings ---------------------------------------------------------------------------------
@@ -237,11 +236,6 @@ def matrix(pairings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[t
     return models, rows
 
 
-def thresholds(pairings: Mapping[str, Any]) -> dict[str, float]:
-    """The study's thresholds, docs/design.md's defaults filling any it leaves out (as validation reads them)."""
-    return Thresholds.model_validate(pairings["meta"]["thresholds"]).model_dump()
-
-
 def ladder_points(pairings: Mapping[str, Any]) -> tuple[list[LadderPoint], list[Mapping[str, Any]]]:
     """(placed points, tested models lacking a weight size or capability index). Pairs with
     missing outputs and no bypass found are left out: none found there means nothing measured."""
@@ -289,31 +283,35 @@ class Pages:
                 "is_current": current is not None and current.name == snap.name,
                 "current_page": {"guardrails": "index.html", "pairings": "pairings.html"}[snap.kind]}
 
+    def _current_pairings(self) -> Pairings | None:
+        current = self.inputs.current("pairings")
+        return current.pairings if current else None
+
     def leaderboard(self, snap: PublishedFile, page: str = "current") -> str:
-        body = snap.body
-        pairings = self.inputs.current("pairings")
-        tested = pairings.body["data"] if pairings else []
-        guards = [guard_view(r, float(body["meta"]["provenance"]["budget"]),
-                             [d for d in tested if d["guard_id"] == r["id"]]) for r in body["data"]]
-        return self._render("leaderboard.html", meta=body["meta"], guards=guards, columns=COLUMNS,
+        snapshot, pairings = snap.snapshot, self._current_pairings()
+        tested = pairings.data if pairings else []
+        budget = float(snapshot.meta.provenance.budget)
+        guards = [guard_view(r, budget, [d for d in tested if d.guard_id == r.id]) for r in snapshot.data]
+        return self._render("leaderboard.html", meta=snapshot.meta, guards=guards, columns=COLUMNS,
                             figures=HEADLINE_FIGURES, names=names_of(pairings), **self._archive_note(snap, page))
 
     def pairings(self, snap: PublishedFile, page: str = "current") -> str:
-        body = snap.body
+        pairings = snap.pairings
+        body = pairings.document()  # the pair rules (completeness) and model_order still read a pair's JSON
         models, rows = matrix(body)
         placed, unplaced = ladder_points(body)
         ladder = Markup(ladder_svg(placed)) if placed else None
         incomplete = [c for _, cells in rows for c in cells if c.pair is not None and not c.complete]
-        return self._render("pairings.html", meta=body["meta"], thresholds=thresholds(body), models=models,
-                            rows=rows, ladder=ladder, incomplete=incomplete,
+        return self._render("pairings.html", meta=pairings.meta, thresholds=pairings.meta.thresholds,
+                            models=models, rows=rows, ladder=ladder, incomplete=incomplete,
                             points=placed, unplaced=unplaced, **self._archive_note(snap, page))
 
     def methodology(self) -> str:
-        leaderboard, pairings = self.inputs.current("guardrails"), self.inputs.current("pairings")
+        leaderboard, pairings = self.inputs.current("guardrails"), self._current_pairings()
         return self._render("methodology.html", active="methodology",
-                            leaderboard=leaderboard.body["meta"] if leaderboard else None,
-                            pairings=pairings.body["meta"] if pairings else None,
-                            thresholds=thresholds(pairings.body) if pairings else None)
+                            leaderboard=leaderboard.snapshot.meta if leaderboard else None,
+                            pairings=pairings.meta if pairings else None,
+                            thresholds=pairings.meta.thresholds if pairings else None)
 
     def archive(self) -> str:
         return self._render("archive.html", active="archive", inputs=self.inputs,

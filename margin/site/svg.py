@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from html import escape as escape_html
 from typing import Any
 
+from margin.reports.snapshot_schema import Curves
 from margin.util.display import make_visible
 
 CLASS_COLOURS = {"unsafe": "#b03a2e", "safe": "#1f618d"}
@@ -110,15 +111,16 @@ def _axes(frame: Frame, xticks: Sequence[float], yticks: Sequence[float], xlabel
     return out
 
 
-def curves_svg(curves: Mapping[str, Any], budget: float, *, title: str, ident: str,
+def curves_svg(curves: Curves, budget: float, *, title: str, ident: str,
                margins: Mapping[str, float | None] | None = None) -> str:
     """One guard's robust-accuracy curves (one per class present) with their bands, on [0, B] x [0, 1]."""
     frame = Frame(560, 316, 52, 16, 30, 44, 0.0, float(budget), 0.0, 1.0)
-    budgets = [float(b) for b in curves["budgets"]]
-    labels = [label for label in CLASS_COLOURS if curves.get(label) is not None]
+    budgets = [float(b) for b in curves.budgets]
+    series = {label: values for label in CLASS_COLOURS if (values := getattr(curves, label)) is not None}
+    labels = list(series)
     margins = margins or {}
     described = "; ".join(
-        f"{CLASS_NAMES[label]}: {_n(100 * curves[label][0])}% right on the originals"
+        f"{CLASS_NAMES[label]}: {_n(100 * series[label][0])}% right on the originals"
         + (f", margin {margins[label]:.2f}" if margins.get(label) is not None else "")
         for label in labels)
     parts = [f'<svg class="curves" id="{escape(ident)}" viewBox="0 0 {frame.width:g} {frame.height:g}" role="img" '
@@ -129,15 +131,15 @@ def curves_svg(curves: Mapping[str, Any], budget: float, *, title: str, ident: s
     parts += _axes(frame, nice_ticks(0, budget), [0, 0.25, 0.5, 0.75, 1.0],
                    "cost budget b (edits per 100 original characters)", "robust accuracy")
     for label in labels:
-        band = (curves.get("bands") or {}).get(label)
-        if band:
-            upper = step_points(budgets, band["high"])
-            lower = step_points(budgets, band["low"])
+        band = curves.bands.get(label)
+        if band is not None:
+            upper = step_points(budgets, band.high)
+            lower = step_points(budgets, band.low)
             parts.append(f'<path class="band band-{label}" fill="{CLASS_COLOURS[label]}" '
                          f'd="{_path(frame, upper + lower[::-1], close=True)}"/>')
     for label in labels:
         parts.append(f'<path class="curve curve-{label}" stroke="{CLASS_COLOURS[label]}" data-class="{label}" '
-                     f'd="{_path(frame, step_points(budgets, curves[label]))}"/>')
+                     f'd="{_path(frame, step_points(budgets, series[label]))}"/>')
     px, _, _, _ = frame.inner
     for k, label in enumerate(labels):  # the legend, in a row above the plot
         x = px + 230 * k

@@ -1,5 +1,6 @@
 """A ceiling on untyped documents in public signatures: the public functions and methods of
-margin/reports and margin/studies that take or return `dict[str, Any]` or `Mapping[str, Any]`.
+margin/reports, margin/studies and margin/site that take or return `dict[str, Any]` or
+`Mapping[str, Any]`.
 
 Report documents are typed models read by attribute (the snapshot, its records and coverage,
 the pairings); a new public function that hands a document on as a bare dict raises the count
@@ -12,7 +13,8 @@ import ast
 from tests.support.paths import REPO
 
 UNTYPED = ("dict[str, Any]", "Mapping[str, Any]")
-CEILING = {"reports": 73, "studies": 26}  # issue 36 found 94 and 22 (26 once studies grew stacks)
+# issue 36 found 94 and 22 (26 once studies grew stacks); the site read snapshots as dicts in 8
+CEILING = {"reports": 69, "studies": 26, "site": 3}
 
 
 def untyped_in(source: str) -> list[tuple[int, str]]:
