@@ -1,7 +1,9 @@
 """Guard specs: what `--guard` (plus overrides) names, as a small picklable value.
 
 A spec is cheap to pass around (the Ray engine ships it to actors, which build the guard
-there); `margin.guards.make` parses, describes and builds guards from specs.
+there); `margin.guards.make` parses, describes and builds guards from specs. This module is
+the model and what a name says (its kind, a `python:` target, a preset's identity); what each
+kind accepts is its row in `margin.guards.kinds`, which `margin.guards.checks` reads.
 
 `--guard` takes a preset (`llama-guard-4`, `shieldgemma-2b`, ... see `margin guards list`),
 `keyword`, `minilm`, `python:FILE.py:Class`, or a YAML guard file (`*.yaml`).
@@ -143,7 +145,8 @@ PYTHON = "python:"
 
 
 def kind_name(name: str) -> str | None:
-    """Which kind of guard a `--guard` name is (`margin.guards.kinds` builds each), or None."""
+    """Which kind of guard a `--guard` name is, or None: a row of `margin.guards.kinds.KINDS`
+    (what it accepts, how it is built and described)."""
     if name.startswith(PYTHON):
         return "python"
     if name in ("keyword", "minilm", PROMPTED.name):

@@ -1,7 +1,7 @@
 """The table of adapter families, gathered from the modules of this package.
 
 A module that defines adapters lists them beside their code, in a module-level `ADAPTERS`
-tuple; each class names its `family`. Presets, spec checks (`margin.guards.spec.adapter_for`)
+tuple; each class names its `family`. Presets, spec checks (the preset kind's, through `margin.guards.spec.adapter_for`)
 and the parser property tests read `FAMILIES`, so adding a family touches only its module
 (plus its test and its preset rows); tests/guards/test_adapter_families.py fails if an
 adapter class is left out of its module's list.
