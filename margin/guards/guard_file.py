@@ -27,7 +27,8 @@ from typing import Any
 import yaml
 
 from margin.errors import InputError
-from margin.guards.spec import GuardSpec, as_field, is_guard_file, spec_from
+from margin.guards.checks import spec_from
+from margin.guards.spec import GuardSpec, as_field, is_guard_file
 from margin.util.yamlfile import parse_yaml
 
 FIELDS = set(GuardSpec.model_fields) - {"name", "served"}  # served: read from the server

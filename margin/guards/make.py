@@ -11,19 +11,11 @@ from typing import Any
 
 from margin.errors import InputError
 from margin.guards.base import Guard
+from margin.guards.checks import check, spec_from
 from margin.guards.guard_file import load_guard_file
 from margin.guards.kinds import kind_of
 from margin.guards.shapes import Shapes
-from margin.guards.spec import (
-    GuardSpec,
-    beside,
-    check,
-    declared,
-    is_guard_file,
-    pinned,
-    spec_from,
-    validated_spec,
-)
+from margin.guards.spec import GuardSpec, beside, declared, is_guard_file, pinned, validated_spec
 from margin.types import GuardInfo
 
 
@@ -59,7 +51,7 @@ def build_guard(spec: GuardSpec) -> Guard:
     try:
         guard = kind.build(spec)
     except (OSError, ImportError, ValueError) as exc:
-        if kind.name not in MODEL_KINDS:
+        if not kind.loads_model:
             raise
         raise _load_error(spec, exc) from exc
     guard.identify(declared(guard.info, spec))
@@ -70,10 +62,6 @@ def build_guard(spec: GuardSpec) -> Guard:
 
         guard = NormalizingGuard(guard, spec.normalize)
     return guard
-
-
-#: Kinds whose build loads a model: what goes wrong there is a setup error (one line, exit 2).
-MODEL_KINDS = ("preset", "prompted", "minilm")
 
 
 def _load_error(spec: GuardSpec, exc: BaseException) -> InputError:

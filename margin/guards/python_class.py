@@ -22,8 +22,9 @@ from typing import Any
 
 from margin.errors import InputError
 from margin.guards.base import Guard
+from margin.guards.declared_weights import PACKAGE, weights_path
 from margin.guards.shapes import TEXT, WHOLE_CASES
-from margin.guards.spec import PACKAGE, threshold_tag, weights_path
+from margin.guards.spec import threshold_tag
 from margin.types import GuardInfo, Verdict
 from margin.util.hashing import sha256_bytes, sha256_tree
 

@@ -1,7 +1,9 @@
 """Guard specs: what `--guard` (plus overrides) names, as a small picklable value.
 
 A spec is cheap to pass around (the Ray engine ships it to actors, which build the guard
-there); `margin.guards.make` parses, describes and builds guards from specs.
+there); `margin.guards.make` parses, describes and builds guards from specs. This module is
+the model and what a name says (its kind, a `python:` target, a preset's identity); what each
+kind accepts is its row in `margin.guards.kinds`, which `margin.guards.checks` reads.
 
 `--guard` takes a preset (`llama-guard-4`, `shieldgemma-2b`, ... see `margin guards list`),
 `keyword`, `minilm`, `python:FILE.py:Class`, or a YAML guard file (`*.yaml`).
@@ -18,19 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from margin.backends.gguf import file_sha256
 from margin.backends.registry import (
-    UnknownBackend,
-    UnknownOption,
     backend_of,
-    check_gguf,
     identity_options,
     local_gguf,
-    remote_names,
 )
 from margin.backends.secrets import check_env_name, public_url
 from margin.backends.served import states_model
 from margin.errors import InputError
 from margin.guards.adapters.families import FAMILIES
-from margin.guards.declared_weights import PACKAGE, weights_path
 from margin.guards.presets import PRESETS, PROMPTED, Preset, preset_labels, preset_of, preset_shapes
 from margin.guards.shapes import PROMPT_ONLY, TEXT, Shapes
 from margin.types import GuardInfo
@@ -149,7 +146,8 @@ PYTHON = "python:"
 
 
 def kind_name(name: str) -> str | None:
-    """Which kind of guard a `--guard` name is (`margin.guards.kinds` builds each), or None."""
+    """Which kind of guard a `--guard` name is, or None: a row of `margin.guards.kinds.KINDS`
+    (what it accepts, how it is built and described)."""
     if name.startswith(PYTHON):
         return "python"
     if name in ("keyword", "minilm", PROMPTED.name):
@@ -176,10 +174,6 @@ def imported_code(spec: GuardSpec) -> str | None:
     return f"runs code: guard {spec.id or spec.name} imports class {class_name} from {Path(file).resolve()}"
 
 
-# What each guard without a model checkpoint accepts besides the fields every guard takes.
-NO_CHECKPOINT = {"keyword": set(), "minilm": {"threshold"}, "python": {"threshold", "revision", "weights"}}
-
-
 def as_field(error: InputError) -> tuple[str, str]:
     """An error's message and field spelled as a guard file or study config names them."""
     fields = {flag: field for field, flag in FLAGS.items()}
@@ -187,32 +181,6 @@ def as_field(error: InputError) -> tuple[str, str]:
     for flag, field in fields.items():
         message = message.replace(flag, field)
     return message, fields.get(error.field or "--guard", error.field or "guard")
-
-
-def spec_from(name: str, fields: dict[str, Any], folder: Path | None = None) -> GuardSpec:
-    """A guard name (not a guard file) with its fields: `--guard NAME` with its flags, a guard
-    file's keys, a study config's guard entry (`margin.guards.make.parse_guard` is the one way in).
-    Relative `python:` and `weights` paths are taken from `folder` (the file's folder; None:
-    the working directory); `model: REPO@REV` pins a revision. Errors name the CLI flag
-    (`as_field` gives the file's key)."""
-    from margin.util.suggest import did_you_mean
-
-    kind = kind_name(name)
-    if kind is None:
-        raise InputError(f"unknown guard {name!r}{did_you_mean(name, BUILTIN)} (see `margin guards list`)",
-                         field="--guard")
-    given = dict(fields)
-    if "served" in given:  # read from the server at start, never given
-        raise InputError("unknown field: margin reads what a server serves from it at start", field="served")
-    if kind == "python":  # the name's form here; its file when the guard is built
-        file, class_name = python_target(name)
-        name = f"{PYTHON}{beside(folder, file)}:{class_name}"
-    weights = given.get("weights")
-    if isinstance(weights, str) and not weights.startswith(PACKAGE):
-        given["weights"] = beside(folder, weights)
-    if kind in ("preset", PROMPTED.name) and local_gguf(given.get("model"), given.get("backend") or preset_of(name).backend):
-        given["model"] = beside(folder, given["model"])  # a GGUF file beside the guard file
-    return check(validated_spec(name=name, **pinned(given)))
 
 
 def pinned(fields: dict[str, Any]) -> dict[str, Any]:
@@ -246,53 +214,6 @@ def validated_spec(**fields: Any) -> GuardSpec:
             known = sorted(set(GuardSpec.model_fields) - {"name", "served"})
             message = f"unknown field{did_you_mean(where, known)} (expected guard, {', '.join(known)})"
         raise InputError(message, field=FLAGS.get(where, where)) from None
-
-
-def check(spec: GuardSpec) -> GuardSpec:
-    """Reject settings a guard cannot use, before anything runs (describe builds no model)."""
-    name = spec.name
-    kind = kind_name(name) or name
-    if kind in NO_CHECKPOINT:
-        allowed = NO_CHECKPOINT[kind]
-        for field in ("backend", "model", "base_url", "api_key_env", "threshold", "revision", "weights"):
-            if getattr(spec, field) is not None and field not in allowed:
-                raise InputError(f"the {kind} guard takes no {FLAGS.get(field, field)}", field=FLAGS.get(field, field))
-        for field in ("options", "backend_options", "request_options"):  # named as given, so a guard file's line is found
-            if getattr(spec, field):
-                raise InputError(f"the {kind} guard takes no {field} (it calls no backend)", field=field)
-        if spec.weights is not None:
-            weights_path(spec.weights)  # there now, not when the guard is built
-        return spec
-    if spec.weights is not None:
-        raise InputError(f"{name} loads its checkpoint (--model, revision); weights are for python: guards",
-                         field="weights")
-    preset = preset_of(name)
-    if not (spec.model or preset.checkpoint):
-        raise InputError(f"{name} needs the model: the served name (backend openai) or a checkpoint",
-                         field="--model")
-    backend = spec.backend or preset.backend
-    try:
-        runs_on = backend_of(backend)
-    except UnknownBackend as exc:
-        raise InputError(str(exc), field="--backend") from None
-    if backend not in preset.backends:
-        raise InputError(f"{name} runs on {', '.join(preset.backends)}, not {backend}", field="--backend")
-    if local_gguf(spec.model, backend):
-        check_gguf(str(spec.model), spec.revision, runs_on)
-    if runs_on.remote and not (spec.base_url or preset.base_url):
-        raise InputError(f"the {backend} backend needs the server's URL for {name}", field="--base-url")
-    if not runs_on.remote:
-        for field, flag in (("base_url", "--base-url"), ("api_key_env", "--api-key-env")):
-            if getattr(spec, field) is not None:
-                raise InputError(f"{flag} needs --backend {remote_names()}", field=flag)
-        if spec.request_options:
-            raise InputError(f"request_options needs --backend {remote_names()}", field="request_options")
-    try:
-        runs_on.check_options(spec.backend_options, guard=True)
-    except UnknownOption as exc:
-        raise InputError(str(exc), field=f"backend_options.{exc.name}") from None
-    adapter_for(spec, preset)  # validates family options
-    return spec
 
 
 def adapter_for(spec: GuardSpec, preset: Preset) -> Any:

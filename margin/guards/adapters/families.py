@@ -1,10 +1,11 @@
 """The table of adapter families, gathered from the modules of this package.
 
 A module that defines adapters lists them beside their code, in a module-level `ADAPTERS`
-tuple; each class names its `family`. Presets, spec checks (`margin.guards.spec.adapter_for`)
-and the parser property tests read `FAMILIES`, so adding a family touches only its module (which
-lists its presets too, in `PRESETS`), its test and its docs row; tests/guards/test_adapter_families.py
-fails if an adapter class is left out of its module's list.
+tuple; each class names its `family`. Presets, spec checks (the preset kind's, through
+`margin.guards.spec.adapter_for`) and the parser property tests read `FAMILIES`, so adding a
+family touches only its module (which lists its presets too, in `PRESETS`), its test and its
+docs row; tests/guards/test_adapter_families.py fails if an adapter class is left out of its
+module's list.
 
 Three interfaces share the table: generative adapters (`Adapter`: requests in, generations
 out), moderation APIs (`Moderation`: one vendor result in) and sequence classifiers (logits in).
