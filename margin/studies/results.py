@@ -15,7 +15,7 @@ from margin.judges.agreement import agreement
 from margin.judges.rules import RuleJudge
 from margin.judges.verdicts import JudgeStatus, JudgeVerdict
 from margin.reports.bootstrap import BootstrapSpec
-from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings
+from margin.reports.pairings import PROTOCOL, Pairings, PairOutcome, build_pairings
 from margin.runfolder import dumps
 from margin.studies.coverage import pair_coverages
 from margin.studies.plan import StudyPlan, Transformation
@@ -30,7 +30,11 @@ PRESERVATION_UNITS = "every prompt of the subset with both responses and a judge
 
 @dataclass
 class StudyOutcome:
+    """What a finished study wrote: `snapshot`, its pairings as the model the tables and plots
+    read; `pairings`, the same as the JSON object written to pairings.json (and printed by `--json`)."""
+
     out_dir: Path
+    snapshot: Pairings
     pairings: dict[str, Any]
     guards: dict[str, GuardStats] = field(default_factory=dict)
     calls: ResponseOutcome = field(default_factory=ResponseOutcome)
@@ -135,11 +139,12 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, StackVerdicts], c
     }
     pairings = build_pairings(pairs, judge=judge, guards=[g.record() for g in plan.guards],
                               models=[m.metadata for m in plan.models], thresholds=plan.thresholds, date=date,
-                              study=study).document()  # built and checked through the one pairings model
-    atomic_write_text(out_dir / "pairings.json", dumps(pairings) + "\n")
+                              study=study)  # built and checked through the one pairings model
+    written = pairings.document()
+    atomic_write_text(out_dir / "pairings.json", dumps(written) + "\n")
     files = [out_dir / "pairings.json", *write_cases(plan, out_dir, verdicts, calls)]
     files += write_plots(pairings, out_dir)
-    return StudyOutcome(out_dir, pairings, calls=calls, files=files)
+    return StudyOutcome(out_dir, pairings, written, calls=calls, files=files)
 
 
 def receipts_of(plan: StudyPlan, out_dir: Path) -> dict[tuple[str, Layer], Path]:
@@ -236,10 +241,10 @@ def _case_guard(stacked: bool, verdicts: StackVerdicts, model_id: str, prompt_id
             "output": pair("output_guard"), "stopped_by": stopped_by(transformed, stopper, judgement)}
 
 
-def write_plots(pairings: dict[str, Any], out_dir: Path) -> list[Path]:
+def write_plots(pairings: Pairings, out_dir: Path) -> list[Path]:
     from margin.reports.plots import capability_ladder_figure, pairing_matrix_figure, save
 
-    name = pairings["meta"]["study"]["name"]
+    name = (pairings.meta.study or {})["name"]
     return (save(pairing_matrix_figure(pairings, f"{name}: qualifying / tested transformations"),
                  out_dir / "pairing-matrix")
             + save(capability_ladder_figure(pairings, title=f"{name}: capability ladder"), out_dir / "capability-ladder"))

@@ -12,6 +12,7 @@ from margin.datasets.completions import read_all
 from margin.errors import InputError
 from margin.judges.rules import RuleJudge, classify
 from margin.judges.verdicts import JudgeVerdict
+from margin.reports.pairings import validate_pairings
 from margin.reports.publish import publish
 from margin.site.build import build_site
 from margin.studies.plan import prepare
@@ -130,7 +131,7 @@ def test_two_judges_agreement_with_each_other_is_cohens_kappa_on_comply_by_hand(
     assert inter["n"] == len(first) == 24
     assert inter["kappa_comply"]["estimate"] == pytest.approx(kappa_by_hand(first, second), abs=1e-4)
     assert pairings["meta"]["judge"]["second"].get("validation") is None
-    table = judges_table(pairings)
+    table = judges_table(validate_pairings(pairings, "pairings.json"))
     assert table is not None and table.row_count == 3
     _, html = published(tmp_path)
     assert 'id="inter-judge"' in html and "refusal-rules and second" in html and "second and people" in html
