@@ -230,7 +230,7 @@ def _case_guard(stacked: bool, verdicts: StackVerdicts, model_id: str, prompt_id
                 judgement: JudgeStatus | None) -> dict[str, Any]:
     """A guard stack's part of a case line: an input guard alone as it always was (its two
     verdicts); a stack with an output guard, each layer's and `stopped_by`."""
-    def pair(layer: Layer) -> dict[str, Any]:
+    def pair(layer: Layer) -> dict[str, VerdictLabel | None]:
         said = {name: dict(_layers(verdicts, model_id, prompt_id, name)).get(layer) for name in (None, t.name)}
         return {"original": said[None], "transformed": said[t.name]}
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from margin.datasets.completions import (
     COMPLY,
@@ -128,13 +128,34 @@ def pairs(cases: Sequence[LabelledCase]) -> list[Pair]:
 
 # ---- running the judge ----------------------------------------------------------------------
 
-def manifest(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile]) -> dict[str, Any]:
-    identity = judge.identity() if isinstance(judge, RuleJudge) else judge.judge.identity()
-    return {"protocol": PROTOCOL, "judge": identity,
-            "labels": [{"file": f.path.name, "sha256": f.sha256, "cases": len(f.cases)} for f in files]}
+class LabelsEntry(BaseModel):
+    """One labels file a validation read: its name, content hash and number of cases."""
+
+    model_config = ConfigDict(frozen=True)
+
+    file: str
+    sha256: str
+    cases: int
 
 
-def check_out(out_dir: Path, current: dict[str, Any], resume: bool) -> None:
+class ValidationManifest(BaseModel):
+    """What decides a validation's record (`validate.json`, and the head of `validation.json`):
+    a `--resume` compares the saved one with this one whole. Fields in the order written."""
+
+    model_config = ConfigDict(frozen=True)
+
+    protocol: str = PROTOCOL
+    judge: dict[str, Any]  # the judge's identity, as it writes it
+    labels: list[LabelsEntry]
+
+    @classmethod
+    def of(cls, judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile]) -> ValidationManifest:
+        identity = judge.identity() if isinstance(judge, RuleJudge) else judge.judge.identity()
+        return cls(protocol=PROTOCOL, judge=identity,
+                   labels=[LabelsEntry(file=f.path.name, sha256=f.sha256, cases=len(f.cases)) for f in files])
+
+
+def check_out(out_dir: Path, current: ValidationManifest, resume: bool) -> None:
     saved_path = out_dir / "validate.json"
     if not resume:
         if out_dir.exists() and (not out_dir.is_dir() or entries(out_dir)):
@@ -144,7 +165,7 @@ def check_out(out_dir: Path, current: dict[str, Any], resume: bool) -> None:
     saved = next(iter(read_jsonl(saved_path)), None) if saved_path.is_file() else None
     if not isinstance(saved, dict):
         raise InputError("not a validation folder (no validate.json) to resume", path=out_dir, field="--resume")
-    if canonical_json(saved) != canonical_json(current):
+    if canonical_json(saved) != canonical_json(current.model_dump()):
         raise InputError("cannot resume: the judge or the labels changed since it began", path=saved_path)
 
 
@@ -189,7 +210,7 @@ class Validation:
 def validate(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile], out_dir: Path | None, *,
              settings: CallSettings | None = None, resume: bool = False, cache: bool = True,
              on_batch: Callable[[int], None] = lambda _: None) -> Validation:
-    current = manifest(judge, files)
+    current = ValidationManifest.of(judge, files)
     if out_dir is None and not isinstance(judge, RuleJudge):
         raise InputError("an LLM judge's validation keeps its receipts: give --out", field="--out")
     if out_dir is None:
@@ -204,11 +225,11 @@ def validate(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile], out_dir:
 
 
 def _validate(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile], out_dir: Path | None,
-              current: dict[str, Any], *, settings: CallSettings | None, resume: bool, cache: bool,
+              current: ValidationManifest, *, settings: CallSettings | None, resume: bool, cache: bool,
               on_batch: Callable[[int], None]) -> Validation:
     if out_dir is not None and not resume:
         out_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out_dir / "validate.json", dumps(current) + "\n")
+        atomic_write_text(out_dir / "validate.json", dumps(current.model_dump()) + "\n")
     cases = ordered(files)
     judged: list[tuple[LabelledCase, str, Any]]
     if isinstance(judge, RuleJudge):
@@ -264,7 +285,7 @@ def _ceiling(cases: list[LabelledCase]) -> dict[str, Any]:
     return figures
 
 
-def score(manifest_: dict[str, Any], judged: list[tuple[LabelledCase, str, Any]],
+def score(manifest: ValidationManifest, judged: list[tuple[LabelledCase, str, Any]],
           preserved: list[tuple[Pair, JudgeVerdict | None]] | None) -> dict[str, Any]:
     scored = [(c, j) for c, j, _ in judged if j != MISSING]
     cases = [c for c, _ in scored]
@@ -273,7 +294,7 @@ def score(manifest_: dict[str, Any], judged: list[tuple[LabelledCase, str, Any]]
     overall = _figures(truth, labels)
     ceiling = _ceiling(cases)
     record: dict[str, Any] = {
-        **manifest_,
+        **manifest.model_dump(),
         "cases": ("single completions" if preserved is None else
                   "pairs: each completion (original) with the next source's completion to the same prompt"),
         "mapping": MAPPING_TEXT,
