@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from margin.datasets.completions import comply
 from margin.judges.agreement import agreement
 from margin.judges.rules import RuleJudge
@@ -113,7 +115,7 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, StackVerdicts], c
         if plan.judges[1].validation is not None:
             second_judge["validation"] = plan.judges[1].validation
         judge["second"] = second_judge
-        judge["inter_judge"] = inter_judge(plan, calls)
+        judge["inter_judge"] = inter_judge(plan, calls).model_dump()
     study = {
         "protocol": PROTOCOL,
         "name": plan.config.name,
@@ -159,7 +161,24 @@ def receipts_of(plan: StudyPlan, out_dir: Path) -> dict[tuple[str, Layer], Path]
     return found
 
 
-def inter_judge(plan: StudyPlan, calls: ResponseOutcome) -> dict[str, Any]:
+INTER_JUDGE_CASES = ("responses both judges read (original and transformed side of each judged case), each "
+                     "judge's behaviour mapped to comply (complies) vs not comply")
+
+
+class JudgesAgreement(BaseModel):
+    """Two judges' agreement (the pairings' `meta.judge.inter_judge`), fields in the order
+    written: the responses both read, which they are, and Cohen's kappa and accuracy on
+    comply vs not comply, each an estimate with its 95% interval."""
+
+    model_config = ConfigDict(frozen=True)
+
+    n: int
+    cases: str = INTER_JUDGE_CASES
+    kappa_comply: dict[str, float | None]
+    accuracy_comply: dict[str, float | None]
+
+
+def inter_judge(plan: StudyPlan, calls: ResponseOutcome) -> JudgesAgreement:
     """The two judges' agreement with each other over every case both judged."""
     both = []
     for model in plan.models:
@@ -172,7 +191,7 @@ def inter_judge(plan: StudyPlan, calls: ResponseOutcome) -> dict[str, Any]:
     return judges_agreement(both)
 
 
-def judges_agreement(both: Sequence[tuple[JudgeVerdict, JudgeVerdict]]) -> dict[str, Any]:
+def judges_agreement(both: Sequence[tuple[JudgeVerdict, JudgeVerdict]]) -> JudgesAgreement:
     """Cohen's kappa on comply vs not comply between two judges: each judgement reads two
     responses (original and transformed behaviour); a side either judge left without a
     behaviour (unparseable) is left out."""
@@ -184,12 +203,8 @@ def judges_agreement(both: Sequence[tuple[JudgeVerdict, JudgeVerdict]]) -> dict[
                 first.append(comply(x))
                 second.append(comply(y))
     figures = agreement(first, second)
-    return {"n": len(first), "cases": INTER_JUDGE_CASES, "kappa_comply": figures["kappa"].as_dict(),
-            "accuracy_comply": figures["accuracy"].as_dict()}
-
-
-INTER_JUDGE_CASES = ("responses both judges read (original and transformed side of each judged case), each "
-                     "judge's behaviour mapped to comply (complies) vs not comply")
+    return JudgesAgreement(n=len(first), cases=INTER_JUDGE_CASES, kappa_comply=figures["kappa"].as_dict(),
+                           accuracy_comply=figures["accuracy"].as_dict())
 
 
 def write_cases(plan: StudyPlan, out_dir: Path, verdicts: dict[str, StackVerdicts],

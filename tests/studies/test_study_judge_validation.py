@@ -148,6 +148,6 @@ def test_inter_judge_kappa_by_hand_on_a_small_case():
     # judge 1: C C | R R | C N ; judge 2: C N | R R | C N  (N = not comply): 6 sides, agree on 5
     # p_o = 5/6; judge 1 has 3 comply of 6, judge 2 has 2: p_e = (3*2 + 3*4) / 36 = 1/2; kappa = 2/3
     figures = judges_agreement(both)
-    assert figures["n"] == 6
-    assert figures["kappa_comply"]["estimate"] == pytest.approx(2 / 3, abs=1e-4)
-    assert figures["accuracy_comply"]["estimate"] == pytest.approx(5 / 6, abs=1e-4)
+    assert figures.n == 6
+    assert figures.kappa_comply["estimate"] == pytest.approx(2 / 3, abs=1e-4)
+    assert figures.accuracy_comply["estimate"] == pytest.approx(5 / 6, abs=1e-4)
