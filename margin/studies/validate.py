@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from margin.datasets.completions import (
     COMPLY,
@@ -49,12 +49,16 @@ from margin.studies.model_pools import model_limits, model_pool
 from margin.studies.models import ModelReply
 from margin.studies.plan import JudgePlan, _judge
 from margin.studies.responses import _open_receipts
+from margin.studies.validation_record import (
+    Estimate,
+    ValidationManifest,
+    ValidationRecord,
+)
 from margin.util.folderlock import entries, hold
 from margin.util.hashing import canonical_json, sha256_bytes, sha256_text
 from margin.util.safefiles import atomic_write_text
 from margin.util.yamlfile import parse_yaml
 
-PROTOCOL = "margin-judge-validation/1"
 INVALID = "invalid"  # a judge output that does not parse: its own column, never a class
 MISSING = "missing"  # no output after every retry: counted, left out of n
 
@@ -128,33 +132,6 @@ def pairs(cases: Sequence[LabelledCase]) -> list[Pair]:
 
 # ---- running the judge ----------------------------------------------------------------------
 
-class LabelsEntry(BaseModel):
-    """One labels file a validation read: its name, content hash and number of cases."""
-
-    model_config = ConfigDict(frozen=True)
-
-    file: str
-    sha256: str
-    cases: int
-
-
-class ValidationManifest(BaseModel):
-    """What decides a validation's record (`validate.json`, and the head of `validation.json`):
-    a `--resume` compares the saved one with this one whole. Fields in the order written."""
-
-    model_config = ConfigDict(frozen=True)
-
-    protocol: str = PROTOCOL
-    judge: dict[str, Any]  # the judge's identity, as it writes it
-    labels: list[LabelsEntry]
-
-    @classmethod
-    def of(cls, judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile]) -> ValidationManifest:
-        identity = judge.identity() if isinstance(judge, RuleJudge) else judge.judge.identity()
-        return cls(protocol=PROTOCOL, judge=identity,
-                   labels=[LabelsEntry(file=f.path.name, sha256=f.sha256, cases=len(f.cases)) for f in files])
-
-
 def check_out(out_dir: Path, current: ValidationManifest, resume: bool) -> None:
     saved_path = out_dir / "validate.json"
     if not resume:
@@ -202,7 +179,7 @@ def judge_pairs(plan: JudgePlan, todo: Sequence[Pair], out_dir: Path, *, setting
 
 @dataclass
 class Validation:
-    record: dict[str, Any]
+    record: dict[str, Any]  # validation.json's object (ValidationRecord, as written)
     report: str
     out_dir: Path | None
 
@@ -247,11 +224,12 @@ def _validate(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile], out_dir
         judged = [(p.original, _behaviour(v, "original"), (p, v)) for p, v in zip(todo, verdicts, strict=True)]
         preserved = [(p, v) for p, v in zip(todo, verdicts, strict=True)]
     record = score(current, judged, preserved)
+    written = record.model_dump(exclude_unset=True)
     report = render(record)
     if out_dir is not None:
-        atomic_write_text(out_dir / "validation.json", dumps(record) + "\n")
+        atomic_write_text(out_dir / "validation.json", dumps(written) + "\n")
         atomic_write_text(out_dir / "report.md", report)
-    return Validation(record, report, out_dir)
+    return Validation(written, report, out_dir)
 
 
 def _behaviour(verdict: JudgeVerdict | None, side: str) -> str:
@@ -286,7 +264,7 @@ def _ceiling(cases: list[LabelledCase]) -> dict[str, Any]:
 
 
 def score(manifest: ValidationManifest, judged: list[tuple[LabelledCase, str, Any]],
-          preserved: list[tuple[Pair, JudgeVerdict | None]] | None) -> dict[str, Any]:
+          preserved: list[tuple[Pair, JudgeVerdict | None]] | None) -> ValidationRecord:
     scored = [(c, j) for c, j, _ in judged if j != MISSING]
     cases = [c for c, _ in scored]
     truth: list[str] = [c.truth for c in cases]
@@ -314,7 +292,7 @@ def score(manifest: ValidationManifest, judged: list[tuple[LabelledCase, str, An
         record["pairs"] = _pair_figures(preserved)
     record["receipt_sha256"] = sha256_text(canonical_json(
         [[c.source, c.id, j] for c, j, _ in judged]))
-    return record
+    return ValidationRecord.model_validate(record)
 
 
 def _slices(scored: list[tuple[LabelledCase, str]], key: Callable[[LabelledCase], str]) -> dict[str, Any]:
@@ -341,44 +319,44 @@ def _pair_figures(preserved: list[tuple[Pair, JudgeVerdict | None]]) -> dict[str
 
 # ---- the report -----------------------------------------------------------------------------
 
-def _fmt(figure: dict[str, Any]) -> str:
-    if figure["estimate"] is None:
+def _fmt(figure: Estimate) -> str:
+    if figure.estimate is None:
         return "undefined"
-    if figure["low"] is None:
-        return f"{figure['estimate']:.3f}"
-    return f"{figure['estimate']:.3f} [{figure['low']:.3f}, {figure['high']:.3f}]"
+    if figure.low is None or figure.high is None:
+        return f"{figure.estimate:.3f}"
+    return f"{figure.estimate:.3f} [{figure.low:.3f}, {figure.high:.3f}]"
 
 
-def render(record: dict[str, Any]) -> str:
-    judge = record["judge"]["id"]
-    files = ", ".join(f"{x['file']} ({x['cases']} cases, sha256 {x['sha256'][:12]})" for x in record["labels"])
+def render(record: ValidationRecord) -> str:
+    judge = record.judge["id"]
+    files = ", ".join(f"{x.file} ({x.cases} cases, sha256 {x.sha256[:12]})" for x in record.labels)
     lines = [f"# Judge validation: {judge}", "", f"Labels: {files}.",
-             f"Cases: {record['cases']}. n = {record['n']} scored; {record['missing']} without output after every "
-             f"retry (left out of n); {record['invalid']} invalid or unparseable outputs (kept in n as their own "
+             f"Cases: {record.cases}. n = {record.n} scored; {record.missing} without output after every "
+             f"retry (left out of n); {record.invalid} invalid or unparseable outputs (kept in n as their own "
              "column: they count as disagreement).",
-             f"Label mapping: {record['mapping']}.",
-             f"Intervals (95%): {record['interval_method']}.", "",
+             f"Label mapping: {record.mapping}.",
+             f"Intervals (95%): {record.interval_method}.", "",
              "| figure | judge vs final label | annotator 1 vs annotator 2 (ceiling) |", "| --- | --- | --- |"]
     for name in ("kappa_comply", "accuracy_comply", "kappa", "accuracy"):
         label = {"kappa_comply": "Cohen's kappa, comply vs not comply", "accuracy_comply": "accuracy, comply vs not",
                  "kappa": "Cohen's kappa, behaviour classes", "accuracy": "accuracy, behaviour classes"}[name]
-        lines.append(f"| {label} | {_fmt(record[name])} | {_fmt(record['ceiling_' + name])} |")
+        lines.append(f"| {label} | {_fmt(getattr(record, name))} | {_fmt(getattr(record, 'ceiling_' + name))} |")
     lines += ["", "Confusion matrix (rows: final label mapped; columns: the judge):", ""]
-    columns = sorted({j for row in record["confusion"].values() for j in row})
+    columns = sorted({j for row in record.confusion.values() for j in row})
     lines += ["| truth \\ judge | " + " | ".join(columns) + " |", "| --- |" + " --- |" * len(columns)]
-    for truth, row in record["confusion"].items():
+    for truth, row in record.confusion.items():
         lines.append(f"| {truth} | " + " | ".join(str(row.get(c, 0)) for c in columns) + " |")
     for kind in ("source", "type"):
         lines += ["", f"By {kind}:", "", f"| {kind} | n | kappa comply | accuracy comply | invalid | ceiling kappa comply |",
                   "| --- | --- | --- | --- | --- | --- |"]
-        for name, s in record["slices"][kind].items():
-            lines.append(f"| {name} | {s['n']} | {_fmt(s['kappa_comply'])} | {_fmt(s['accuracy_comply'])} | "
-                         f"{s['invalid']} | {_fmt(s['ceiling_kappa_comply'])} |")
-    if "pairs" in record:
-        p = record["pairs"]
-        lines += ["", f"Two-answer readings over {p['n']} pairs: transformed_behaviour kappa comply "
-                      f"{_fmt(p['transformed_behaviour']['kappa_comply'])}; preserved (truth: the two labels map to the "
-                      f"same class) accuracy {_fmt(p['preserved']['accuracy'])}, kappa {_fmt(p['preserved']['kappa'])}."]
+        for name, s in record.slices[kind].items():
+            lines.append(f"| {name} | {s.n} | {_fmt(s.kappa_comply)} | {_fmt(s.accuracy_comply)} | "
+                         f"{s.invalid} | {_fmt(s.ceiling_kappa_comply)} |")
+    if record.pairs is not None:
+        p = record.pairs
+        lines += ["", f"Two-answer readings over {p.n} pairs: transformed_behaviour kappa comply "
+                      f"{_fmt(p.transformed_behaviour.kappa_comply)}; preserved (truth: the two labels map to the "
+                      f"same class) accuracy {_fmt(p.preserved.accuracy)}, kappa {_fmt(p.preserved.kappa)}."]
     return "\n".join(lines) + "\n"
 
 
