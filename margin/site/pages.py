@@ -224,18 +224,17 @@ class Cell:
                 + ("" if self.complete else f"; incomplete evidence: {self.coverage_text}"))
 
 
-def ordered_models(pairings: Pairings, body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The models' JSON (`body`, the pairings' document, as the templates read it) in ladder
-    order (ModelEntity.ladder_key)."""
-    ordered = sorted(zip(body["meta"]["models"], pairings.meta.models, strict=True),
-                     key=lambda both: ModelEntity.ladder_key(both[1]))
-    return [model for model, _ in ordered]
+def ladder_order(pairings: Pairings) -> list[int]:
+    """The positions of `meta.models` in ladder order (ModelEntity.ladder_key): the templates
+    read each model's JSON, found at its position."""
+    models = pairings.meta.models
+    return sorted(range(len(models)), key=lambda i: ModelEntity.ladder_key(models[i]))
 
 
 def matrix(pairings: Pairings) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], list[Cell]]]]:
     """(columns: models in ladder order, rows: each guard with one cell per model)."""
     body = pairings.document()
-    models = ordered_models(pairings, body)
+    models = [body["meta"]["models"][i] for i in ladder_order(pairings)]
     pairs = {(d["guard_id"], d["model_id"]): (d, r) for d, r in zip(body["data"], pairings.data, strict=True)}
     rows = [(g, [Cell(g, m, *pairs.get((g["id"], m["id"]), (None, None))) for m in models])
             for g in body["meta"]["guards"]]
@@ -246,7 +245,8 @@ def ladder_points(pairings: Pairings) -> tuple[list[LadderPoint], list[Mapping[s
     """(placed points, tested models lacking a weight size or capability index). Pairs with
     missing outputs and no bypass found are left out: none found there means nothing measured."""
     placed, unplaced = [], []
-    for model in ordered_models(pairings, pairings.document()):
+    models = pairings.document()["meta"]["models"]
+    for model in (models[i] for i in ladder_order(pairings)):
         tested = [d for d in pairings.data if d.model_id == model["id"] and d.measured()]
         if not tested:
             continue
