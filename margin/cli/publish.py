@@ -29,7 +29,6 @@ def publish(
     import datetime as dt
 
     from margin.backends.secrets import published_url
-    from margin.reports.completeness import pair_complete
     from margin.reports.publish import publish as do_publish
     from margin.reports.tables import leaderboard_table
 
@@ -48,7 +47,7 @@ def publish(
         console.print(leaderboard_table(published.leaderboard))
     if published.pairings:
         counts = [d.status for d in published.pairings.data]
-        incomplete = sum(not pair_complete(d.document()) for d in published.pairings.data)
+        incomplete = sum(not d.is_complete() for d in published.pairings.data)
         console.print(f"pairings: {len(counts)} pairs, {counts.count('bypass_found')} with a bypass found"
                       + (f", {incomplete} incomplete (marked)" if incomplete else ""))
     for path in published.files:

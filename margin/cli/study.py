@@ -84,10 +84,10 @@ def study(
 def print_study(outcome: Any, out_dir: Path) -> None:
     from margin.studies.report import evidence_tables, judges_table, pairs_table
 
-    for table in evidence_tables(outcome.pairings):
+    for table in evidence_tables(outcome.snapshot):
         console.print(table)
-    console.print(pairs_table(outcome.pairings))
-    if (judges := judges_table(outcome.pairings)) is not None:
+    console.print(pairs_table(outcome.snapshot))
+    if (judges := judges_table(outcome.snapshot)) is not None:
         console.print(judges)
     calls = outcome.calls
     guard_calls = sum(s.sent for s in outcome.guards.values())

@@ -112,74 +112,62 @@ def missing_reason(lines: Iterable[Mapping[str, Any]], results: Sequence[SearchR
 
 
 # ---- a paired study's pairs -----------------------------------------------------------------
-# A pair's `coverage`: per kind of output (guard verdicts, responses, judge outputs) how many
-# were asked for and how many are missing, whether nothing is, and the first recorded error.
 
 PAIR_KINDS = ("guard_verdicts", "responses", "judge_outputs")
-
-
-def pair_coverage(asked: Mapping[str, int], missing: Mapping[str, int], reason: str | None) -> dict[str, Any]:
-    complete = not any(missing.get(k, 0) for k in PAIR_KINDS)
-    return {"asked": {k: int(asked.get(k, 0)) for k in PAIR_KINDS},
-            "missing": {k: int(missing.get(k, 0)) for k in PAIR_KINDS},
-            "complete": complete, "reason": None if complete else (reason or NO_RECORD)}
-
-
-def pair_shares(coverage: Mapping[str, Any]) -> dict[str, float]:
-    asked, missing = coverage.get("asked") or {}, coverage.get("missing") or {}
-    return {k: (asked[k] - missing.get(k, 0)) / asked[k] for k in PAIR_KINDS if asked.get(k)}
-
 
 #: The per-transformation counts of missing outputs every pairings file has held.
 MISSING_COUNTS = ("original_missing", "transformed_missing", "response_missing", "judge_missing")
 
 
-def pair_coverage_of(pair: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The pair's `coverage`; for a pairings file written before pairs recorded one, what its
-    per-transformation counts show (None when they show nothing missing)."""
-    if pair.get("coverage") is not None:
-        return dict(pair["coverage"])
-    lost = sum(int((t.get("counts") or {}).get(k, 0)) for t in pair.get("transformations") or [] for k in MISSING_COUNTS)
-    if not lost:
-        return None
-    return {"asked": {}, "missing": {}, "complete": False,
-            "reason": f"{lost} missing outputs counted over its transformations (a pairings file without coverage)"}
+class PairCoverage(Open):
+    """A pair's `coverage` and its rules: per kind of output (guard verdicts, responses, judge
+    outputs) how many were asked for and how many are missing, whether nothing is, and the
+    first recorded error. A pairings file written before pairs recorded one reads as what its
+    per-transformation counts show (`PairRecord.known_coverage`): nothing asked, incomplete."""
 
+    asked: dict[str, int]
+    missing: dict[str, int]
+    complete: bool
+    reason: str | None = None
 
-def pair_meets(pair: Mapping[str, Any], min_coverage: float) -> bool:
-    """Each kind of output at least `min_coverage` of what was asked (an old file's incomplete
-    pair, whose shares are unknown, never does)."""
-    coverage = pair_coverage_of(pair)
-    if coverage is None or coverage.get("complete"):
-        return True
-    shares = pair_shares(coverage)
-    return bool(shares) and all(s >= min_coverage for s in shares.values())
+    @classmethod
+    def of(cls, asked: Mapping[str, int], missing: Mapping[str, int], reason: str | None) -> PairCoverage:
+        """The counts of each kind (0 where not given), complete when none is missing, and
+        why not (`reason`, or NO_RECORD)."""
+        complete = not any(missing.get(k, 0) for k in PAIR_KINDS)
+        return cls(asked={k: int(asked.get(k, 0)) for k in PAIR_KINDS},
+                   missing={k: int(missing.get(k, 0)) for k in PAIR_KINDS},
+                   complete=complete, reason=None if complete else (reason or NO_RECORD))
 
+    @classmethod
+    def from_counts(cls, lost: int) -> PairCoverage | None:
+        """What an older pairings file's transformations show: `lost` outputs missing over
+        them (None when none is), with no share known."""
+        if not lost:
+            return None
+        return cls(asked={}, missing={}, complete=False,
+                   reason=f"{lost} missing outputs counted over its transformations (a pairings file without coverage)")
 
-def pair_describe(coverage: Mapping[str, Any]) -> str:
-    """One line: `responses 0/384 (0.0%) obtained; first error: ...`."""
-    asked, missing = coverage.get("asked") or {}, coverage.get("missing") or {}
-    parts = [f"{k.replace('_', ' ')} {asked[k] - missing[k]}/{asked[k]} ({100 * share:.1f}%)"
-             for k, share in pair_shares(coverage).items() if missing.get(k)]  # only what is short
-    text = ", ".join(parts) + " obtained" if parts else "incomplete"
-    if coverage.get("reason"):
-        text += f"; first error: {coverage['reason']}"
-    return text
+    def shares(self) -> dict[str, float]:
+        """Obtained / asked per kind that was asked for (a kind with none asked is left out)."""
+        return {k: (self.asked[k] - self.missing.get(k, 0)) / self.asked[k] for k in PAIR_KINDS if self.asked.get(k)}
 
+    def is_complete(self) -> bool:
+        return self.complete
 
-def pair_complete(pair: Mapping[str, Any]) -> bool:
-    coverage = pair_coverage_of(pair)
-    return coverage is None or bool(coverage.get("complete"))
+    def meets(self, min_coverage: float) -> bool:
+        """Each kind of output at least `min_coverage` (a share 0..1) of what was asked; an
+        incomplete pair whose shares are unknown (an older file's) never does."""
+        if self.complete:
+            return True
+        shares = self.shares()
+        return bool(shares) and all(s >= min_coverage for s in shares.values())
 
-
-def shown_status(pair: Mapping[str, Any]) -> str:
-    """What a pair is shown as: its status, or `incomplete` where nothing qualified on
-    incomplete evidence (none found there would claim what was never measured)."""
-    if not pair_complete(pair) and pair["status"] != "bypass_found":
-        return "incomplete"
-    return str(pair["status"])
-
-
-def measured(pair: Mapping[str, Any]) -> bool:
-    """A pair a ladder may colour: complete, or with a bypass found all the same."""
-    return shown_status(pair) != "incomplete"
+    def describe(self) -> str:
+        """One line: `responses 45/48 (93.8%) obtained; first error: ...` (only what is short)."""
+        parts = [f"{k.replace('_', ' ')} {self.asked[k] - self.missing[k]}/{self.asked[k]} ({100 * share:.1f}%)"
+                 for k, share in self.shares().items() if self.missing.get(k)]
+        text = ", ".join(parts) + " obtained" if parts else "incomplete"
+        if self.reason:
+            text += f"; first error: {self.reason}"
+        return text

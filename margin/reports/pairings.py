@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from margin.errors import InputError
+from margin.reports.completeness import MISSING_COUNTS, PairCoverage
 from margin.reports.documents import Document, Number, Open, read_model
 from margin.runfolder import read_json
 from margin.util.safefiles import check_date, check_id
@@ -67,7 +68,7 @@ class PairOutcome:
     guard_id: str
     model_id: str
     outcomes: tuple[TransformationOutcome, ...]
-    coverage: Mapping[str, Any] | None = None  # completeness.pair_coverage
+    coverage: PairCoverage | None = None
 
 
 def pair_record(pair: PairOutcome, thresholds: Thresholds) -> PairRecord:
@@ -82,12 +83,12 @@ def pair_record(pair: PairOutcome, thresholds: Thresholds) -> PairRecord:
         "qualifying_transformations": qualifying,
         "transformations_tested": len(rows),
         "transformations": rows,
-        **({"coverage": dict(pair.coverage)} if pair.coverage is not None else {}),
+        **({"coverage": pair.coverage.document()} if pair.coverage is not None else {}),
     })
 
 
-def build_pairings(pairs: Sequence[PairOutcome], *, judge: Mapping[str, Any], guards: Sequence[Mapping[str, Any]],
-                   models: Sequence[Mapping[str, Any]], thresholds: Thresholds | None = None,
+def build_pairings(pairs: Sequence[PairOutcome], *, judge: Mapping[str, Any], guards: Sequence[Entity],
+                   models: Sequence[ModelEntity], thresholds: Thresholds | None = None,
                    date: dt.date | None = None, snapshot_url: str | None = None,
                    study: Mapping[str, Any] | None = None) -> Pairings:
     """The pairings snapshot of tested pairs, built through the model `margin publish` and
@@ -100,8 +101,8 @@ def build_pairings(pairs: Sequence[PairOutcome], *, judge: Mapping[str, Any], gu
         "methodology": METHODOLOGY,
         "judge": dict(judge),
         "thresholds": thresholds.model_dump(),
-        "guards": [dict(g) for g in guards],
-        "models": [dict(m) for m in models],
+        "guards": list(guards),
+        "models": list(models),
         **({"study": dict(study)} if study is not None else {}),
     })
     data = [pair_record(p, thresholds) for p in sorted(pairs, key=lambda p: (p.guard_id, p.model_id))]
@@ -126,6 +127,12 @@ class ModelEntity(Entity):
     parameters_b: Number | None = None
     capability_index: Number | None = None
 
+    def ladder_key(self) -> tuple[float, float, str]:
+        """Ascending capability index, then weight size, then id; a model lacking one goes
+        after those that have it (`model_order`)."""
+        index, size = self.capability_index, self.parameters_b
+        return (math.inf if index is None else float(index), math.inf if size is None else float(size), self.id)
+
 
 class PairTransformation(Open):
     name: str
@@ -133,13 +140,6 @@ class PairTransformation(Open):
     regression: Number
     preservation: Number
     qualifies: bool
-
-
-class PairCoverage(Open):
-    asked: dict[str, int]
-    missing: dict[str, int]
-    complete: bool
-    reason: str | None = None
 
 
 class PairRecord(Open):
@@ -152,6 +152,37 @@ class PairRecord(Open):
     coverage: PairCoverage | None = None  # absent in pairings written before coverage was recorded
 
     _ids = field_validator("guard_id", "model_id")(lambda cls, value: check_id(value))
+
+    def known_coverage(self) -> PairCoverage | None:
+        """The pair's `coverage`; for a pairings file written before pairs recorded one, what
+        its per-transformation counts show (None when they show nothing missing)."""
+        if self.coverage is not None:
+            return self.coverage
+        return PairCoverage.from_counts(sum(int(((t.model_extra or {}).get("counts") or {}).get(k, 0))
+                                            for t in self.transformations for k in MISSING_COUNTS))
+
+    def is_complete(self) -> bool:
+        coverage = self.known_coverage()
+        return coverage is None or coverage.is_complete()
+
+    def meets(self, min_coverage: float) -> bool:
+        """Each kind of output at least `min_coverage` of what was asked (PairCoverage.meets)."""
+        coverage = self.known_coverage()
+        return coverage is None or coverage.meets(min_coverage)
+
+    def coverage_note(self) -> str:
+        """What is missing, in one line (PairCoverage.describe); empty for a complete pair."""
+        coverage = self.known_coverage()
+        return "" if coverage is None or coverage.is_complete() else coverage.describe()
+
+    def shown_status(self) -> str:
+        """What the pair is shown as: its status, or `incomplete` where nothing qualified on
+        incomplete evidence (none found there would claim what was never measured)."""
+        return "incomplete" if not self.is_complete() and self.status != "bypass_found" else self.status
+
+    def measured(self) -> bool:
+        """A pair a ladder may colour: complete, or with a bypass found all the same."""
+        return self.shown_status() != "incomplete"
 
 
 class PairingsMeta(Open):
@@ -168,6 +199,18 @@ class PairingsMeta(Open):
     provisional_reason: str | None = None
 
     _date = field_validator("snapshot_date")(lambda cls, value: check_date(value))
+
+    def why_provisional(self) -> str | None:
+        """Why the study's verdicts are provisional, or None: its judge was never measured against
+        people (no validation record), or its kappa (comply vs not comply) is below `min_kappa`."""
+        validation = self.judge.get("validation")
+        if validation is None:
+            return "the judge has no validation against human labels"
+        estimate, floor = validation["kappa_comply"]["estimate"], self.judge.get("min_kappa")
+        if floor is not None and (estimate is None or estimate < floor):
+            shown = "undefined" if estimate is None else f"{estimate:.3f}"
+            return f"the judge's kappa (comply vs not comply) {shown} is below min_kappa {floor:g}"
+        return None
 
 
 class Pairings(Document):
@@ -206,31 +249,13 @@ def check_pairings(parsed: Pairings, where: str | Path) -> Pairings:
     return parsed
 
 
-def model_order(models: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Ascending capability index, then weight size, then id; a model lacking one goes after
-    those that have it. The matrix's columns and the ladder's points share this order."""
-    def key(m: Mapping[str, Any]) -> tuple[float, float, str]:
-        index, size = m.get("capability_index"), m.get("parameters_b")
-        return (math.inf if index is None else float(index), math.inf if size is None else float(size),
-                str(m["id"]))
-    return sorted(models, key=key)
-
-
-def provisional(judge: Mapping[str, Any]) -> str | None:
-    """Why a study's verdicts are provisional, or None: its judge was never measured against
-    people (no validation record), or its kappa (comply vs not comply) is below `min_kappa`."""
-    validation = judge.get("validation")
-    if validation is None:
-        return "the judge has no validation against human labels"
-    estimate, floor = validation["kappa_comply"]["estimate"], judge.get("min_kappa")
-    if floor is not None and (estimate is None or estimate < floor):
-        shown = "undefined" if estimate is None else f"{estimate:.3f}"
-        return f"the judge's kappa (comply vs not comply) {shown} is below min_kappa {floor:g}"
-    return None
+def model_order(models: Sequence[ModelEntity]) -> list[ModelEntity]:
+    """The models by `ModelEntity.ladder_key`: the matrix's columns and the ladder's points share this order."""
+    return sorted(models, key=ModelEntity.ladder_key)
 
 
 def mark_provisional(pairings: Pairings) -> Pairings:
-    reason = provisional(pairings.meta.judge)
+    reason = pairings.meta.why_provisional()
     meta = pairings.meta.model_copy(update={"provisional": reason is not None, "provisional_reason": reason})
     return pairings.model_copy(update={"meta": meta})
 

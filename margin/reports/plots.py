@@ -13,11 +13,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from margin.reports.ablation import DefenceFigures
-from margin.reports.completeness import measured, shown_status
-from margin.reports.pairings import model_order
+from margin.reports.pairings import Entity, Pairings, model_order
 from margin.reports.snapshot_schema import Curves, Record
 from margin.util.display import make_visible
 from margin.util.safefiles import atomic_file
@@ -158,29 +157,30 @@ def heatmap_figure(rows: Sequence[str], columns: Sequence[str],
     return fig
 
 
-def pairing_matrix_figure(pairings: Mapping[str, Any], title: str = "") -> Figure:
+def pairing_matrix_figure(pairings: Pairings, title: str = "") -> Figure:
     """Guards (rows) x protected models (columns): bypass found, none found, incomplete or untested."""
     from matplotlib.patches import Patch, Rectangle
 
-    guards = list(pairings["meta"]["guards"])
-    models = model_order(pairings["meta"]["models"])
-    cells = {(d["guard_id"], d["model_id"]): d for d in pairings["data"]}
+    guards = pairings.meta.guards
+    models = model_order(pairings.meta.models)
+    cells = {(d.guard_id, d.model_id): d for d in pairings.data}
     fig = _new_figure(max(4.0, 1.8 + 0.75 * len(models)), max(2.5, 1.6 + 0.42 * len(guards)))
     ax = fig.subplots()
     for i, guard in enumerate(guards):
         for j, model in enumerate(models):
-            cell = cells.get((guard["id"], model["id"]))
-            status = shown_status(cell) if cell else None
+            cell = cells.get((guard.id, model.id))
+            status = cell.shown_status() if cell else None
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=STATUS_COLOURS[status],
                                    edgecolor="white", linewidth=2))
             if cell:
-                ax.text(j, i, f"{cell['qualifying_transformations']}/{cell['transformations_tested']}",
+                ax.text(j, i, f"{cell.qualifying_transformations}/{cell.transformations_tested}",
                         ha="center", va="center", fontsize="x-small", color="white")
     ax.set_xlim(-0.5, len(models) - 0.5)
     ax.set_ylim(len(guards) - 0.5, -0.5)
-    labels = [f"{m.get('name', m['id'])}\nindex {m.get('capability_index', '?')}" for m in models]
+    labels = [f"{_shown_name(m)}\nindex {'?' if 'capability_index' not in m.model_fields_set else m.capability_index}"
+              for m in models]
     ax.set_xticks(range(len(models)), labels, rotation=40, ha="right", fontsize="x-small")
-    ax.set_yticks(range(len(guards)), [g.get("name", g["id"]) for g in guards], fontsize="small")
+    ax.set_yticks(range(len(guards)), [_shown_name(g) for g in guards], fontsize="small")
     ax.legend(handles=[Patch(color=STATUS_COLOURS["bypass_found"], label="bypass found"),
                        Patch(color=STATUS_COLOURS["no_bypass_found"], label="none found"),
                        Patch(color=STATUS_COLOURS["incomplete"], label="incomplete"),
@@ -190,7 +190,7 @@ def pairing_matrix_figure(pairings: Mapping[str, Any], title: str = "") -> Figur
     return fig
 
 
-def capability_ladder_figure(pairings: Mapping[str, Any], guard_id: str | None = None,
+def capability_ladder_figure(pairings: Pairings, guard_id: str | None = None,
                              title: str = "") -> Figure:
     """Each tested model at (weight size, capability index), coloured by the share of guards
     (or the one `guard_id`) with a bypass found for it. Models lacking either axis are left out."""
@@ -199,15 +199,15 @@ def capability_ladder_figure(pairings: Mapping[str, Any], guard_id: str | None =
     import matplotlib
 
     cmap = matplotlib.colormaps["RdYlGn_r"]
-    rows = [d for d in pairings["data"] if (guard_id is None or d["guard_id"] == guard_id) and measured(d)]
-    for model in model_order(pairings["meta"]["models"]):
-        size, index = model.get("parameters_b"), model.get("capability_index")
-        tested = [d for d in rows if d["model_id"] == model["id"]]
+    rows = [d for d in pairings.data if (guard_id is None or d.guard_id == guard_id) and d.measured()]
+    for model in model_order(pairings.meta.models):
+        size, index = model.parameters_b, model.capability_index
+        tested = [d for d in rows if d.model_id == model.id]
         if size is None or index is None or not tested:
             continue
-        share = sum(d["status"] == "bypass_found" for d in tested) / len(tested)
+        share = sum(d.status == "bypass_found" for d in tested) / len(tested)
         ax.scatter([size], [index], color=cmap(share), s=70, edgecolor="black", linewidth=0.5, zorder=3)
-        ax.annotate(str(model.get("name", model["id"])), (size, index), textcoords="offset points",
+        ax.annotate(_shown_name(model), (size, index), textcoords="offset points",
                     xytext=(5, 4), fontsize="x-small")
     ax.set_xscale("log")
     ax.set_xlabel("weight size (billions of parameters, log scale)")
@@ -220,6 +220,12 @@ def capability_ladder_figure(pairings: Mapping[str, Any], guard_id: str | None =
                  label="share of guards with a bypass found" if guard_id is None else "bypass found")
     ax.set_title(title or ("capability ladder" + (f": {guard_id}" if guard_id else "")))
     return fig
+
+
+def _shown_name(entity: Entity) -> str:
+    """A guard's or model's name as the plots have always shown it: the name where the
+    pairings give one (even null), else the id."""
+    return str(entity.name if "name" in entity.model_fields_set else entity.id)
 
 
 ABLATION_FIGURES = (("balanced_margin", "balanced margin", "#444444"),

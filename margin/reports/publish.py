@@ -20,13 +20,7 @@ from typing import Any
 
 from margin.errors import InputError
 from margin.reports.bootstrap import BootstrapSpec
-from margin.reports.completeness import (
-    Coverage,
-    missing_reason,
-    pair_coverage_of,
-    pair_describe,
-    pair_meets,
-)
+from margin.reports.completeness import Coverage, missing_reason
 from margin.reports.documents import content_hash, pinned_url
 from margin.reports.effectiveness import Effect, Effects, effectiveness
 from margin.reports.observations import PromptObservations, from_receipts
@@ -142,9 +136,8 @@ def check_coverage(runs: Sequence[RunEvidence], studies: Sequence[tuple[str, Pai
     """Refuse evidence below `min_coverage`, naming every such run and pair with its coverage."""
     short = [f"{ev.run.path}: {ev.coverage.describe()}" for ev in runs if not ev.coverage.meets(min_coverage)]
     for where, pairings in studies:
-        pairs = [pair.document() for pair in pairings.data]  # the pair rules still read a pair's JSON
-        short += [f"{where}: {pair['guard_id']} x {pair['model_id']}: {pair_describe(pair_coverage_of(pair) or {})}"
-                  for pair in pairs if not pair_meets(pair, min_coverage)]
+        short += [f"{where}: {pair.guard_id} x {pair.model_id}: {pair.coverage_note()}"
+                  for pair in pairings.data if not pair.meets(min_coverage)]
     if short:
         below = "incomplete" if min_coverage >= 1 else f"below --min-coverage {100 * min_coverage:g}%"
         raise InputError(f"{below}, refusing to publish: " + " | ".join(short) + " (retry what is missing with "
@@ -269,7 +262,7 @@ def publish(paths: Sequence[Path], out_dir: Path, *, base_url: str | None = None
         published.pairings = pairings
         published.files += [out_dir / name, out_dir / "pairings.json"]
         if plots:
-            published.files += pairings_plots(pairings.document(), out_dir / name[:-5])
+            published.files += pairings_plots(pairings, out_dir / name[:-5])
     return published
 
 
@@ -317,7 +310,7 @@ def effectiveness_grid(effects: Mapping[str, Sequence[Effect]]
     return names, columns, values
 
 
-def pairings_plots(pairings: dict[str, Any], stem: Path) -> list[Path]:
+def pairings_plots(pairings: Pairings, stem: Path) -> list[Path]:
     from margin.reports.plots import capability_ladder_figure, pairing_matrix_figure, save
 
     return (save(pairing_matrix_figure(pairings), stem.with_name(stem.name + "-matrix"))

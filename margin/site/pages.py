@@ -15,15 +15,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from margin.reports.completeness import (
-    Coverage,
-    measured,
-    pair_complete,
-    pair_coverage_of,
-    pair_describe,
-    shown_status,
-)
-from margin.reports.pairings import Pairings, PairRecord, model_order
+from margin.reports.completeness import Coverage
+from margin.reports.pairings import ModelEntity, Pairings, PairRecord
 from margin.reports.snapshot_schema import Evaluation, FigureSet, Record
 from margin.site.inputs import PublishedFile, SiteInputs
 from margin.site.svg import LadderPoint, curves_svg, ladder_svg
@@ -190,23 +183,26 @@ def names_of(pairings: Pairings | None) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Cell:
+    """A guard x model cell: the pair as the templates read it (its JSON) and as its rules do."""
+
     guard: Mapping[str, Any]
     model: Mapping[str, Any]
     pair: Mapping[str, Any] | None
+    record: PairRecord | None = None
 
     @property
     def complete(self) -> bool:
-        return self.pair is None or pair_complete(self.pair)
+        return self.record is None or self.record.is_complete()
 
     @property
     def status(self) -> str | None:
-        """The pair's status, or `incomplete` (completeness.shown_status): a pair with missing
+        """The pair's status, or `incomplete` (PairRecord.shown_status): a pair with missing
         outputs is never drawn as none found."""
-        return None if self.pair is None else shown_status(self.pair)
+        return None if self.record is None else self.record.shown_status()
 
     @property
     def coverage_text(self) -> str:
-        return "" if self.complete or self.pair is None else pair_describe(pair_coverage_of(self.pair) or {})
+        return "" if self.record is None else self.record.coverage_note()
 
     @property
     def anchor(self) -> str:
@@ -228,20 +224,30 @@ class Cell:
                 + ("" if self.complete else f"; incomplete evidence: {self.coverage_text}"))
 
 
-def matrix(pairings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], list[Cell]]]]:
+def ladder_order(pairings: Pairings) -> list[int]:
+    """The positions of `meta.models` in ladder order (ModelEntity.ladder_key): the templates
+    read each model's JSON, found at its position."""
+    models = pairings.meta.models
+    return sorted(range(len(models)), key=lambda i: ModelEntity.ladder_key(models[i]))
+
+
+def matrix(pairings: Pairings) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], list[Cell]]]]:
     """(columns: models in ladder order, rows: each guard with one cell per model)."""
-    models = model_order(pairings["meta"]["models"])
-    pairs = {(d["guard_id"], d["model_id"]): d for d in pairings["data"]}
-    rows = [(g, [Cell(g, m, pairs.get((g["id"], m["id"]))) for m in models]) for g in pairings["meta"]["guards"]]
+    body = pairings.document()
+    models = [body["meta"]["models"][i] for i in ladder_order(pairings)]
+    pairs = {(d["guard_id"], d["model_id"]): (d, r) for d, r in zip(body["data"], pairings.data, strict=True)}
+    rows = [(g, [Cell(g, m, *pairs.get((g["id"], m["id"]), (None, None))) for m in models])
+            for g in body["meta"]["guards"]]
     return models, rows
 
 
-def ladder_points(pairings: Mapping[str, Any]) -> tuple[list[LadderPoint], list[Mapping[str, Any]]]:
+def ladder_points(pairings: Pairings) -> tuple[list[LadderPoint], list[Mapping[str, Any]]]:
     """(placed points, tested models lacking a weight size or capability index). Pairs with
     missing outputs and no bypass found are left out: none found there means nothing measured."""
     placed, unplaced = [], []
-    for model in model_order(pairings["meta"]["models"]):
-        tested = [d for d in pairings["data"] if d["model_id"] == model["id"] and measured(d)]
+    models = pairings.document()["meta"]["models"]
+    for model in (models[i] for i in ladder_order(pairings)):
+        tested = [d for d in pairings.data if d.model_id == model["id"] and d.measured()]
         if not tested:
             continue
         size, index = model.get("parameters_b"), model.get("capability_index")
@@ -249,7 +255,7 @@ def ladder_points(pairings: Mapping[str, Any]) -> tuple[list[LadderPoint], list[
             unplaced.append(model)
             continue
         placed.append(LadderPoint(str(model["id"]), name_of(model), float(size), float(index),
-                                  sum(d["status"] == "bypass_found" for d in tested), len(tested)))
+                                  sum(d.status == "bypass_found" for d in tested), len(tested)))
     return placed, unplaced
 
 
@@ -297,9 +303,8 @@ class Pages:
 
     def pairings(self, snap: PublishedFile, page: str = "current") -> str:
         pairings = snap.pairings
-        body = pairings.document()  # the pair rules (completeness) and model_order still read a pair's JSON
-        models, rows = matrix(body)
-        placed, unplaced = ladder_points(body)
+        models, rows = matrix(pairings)  # the templates read the pairs' JSON, the rules their records
+        placed, unplaced = ladder_points(pairings)
         ladder = Markup(ladder_svg(placed)) if placed else None
         incomplete = [c for _, cells in rows for c in cells if c.pair is not None and not c.complete]
         return self._render("pairings.html", meta=pairings.meta, thresholds=pairings.meta.thresholds,

@@ -123,7 +123,7 @@ class StudyCalls:
 
     def _write(self, owner: Owner, reply: ModelReply | None, attempt: int, latency_s: float,
                error: str | None, *, cached: bool, charged: bool = True) -> None:
-        self.health.recorded(owner.pool, {"output": reply, "error": error})
+        self.health.recorded(owner.pool, None if reply is not None else error)
         record = {
             "kind": "call", **owner.tag, "pool": owner.pool, "key": owner.key,
             "output": reply.text if reply else None, "truncated": reply.truncated if reply else None,

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from margin.reports.completeness import pair_coverage
+from margin.reports.completeness import PairCoverage
 from margin.studies.plan import StudyPlan
 from margin.studies.rates import Layer
 from margin.studies.responses import ResponseOutcome
@@ -31,8 +30,8 @@ def call_errors(path: Path) -> dict[tuple[str, str], str]:
 
 
 def pair_coverages(plan: StudyPlan, verdicts: Mapping[str, StackVerdicts], calls: ResponseOutcome,
-                   calls_path: Path, guard_receipts: Mapping[tuple[str, Layer], Path]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(guard stack id, model id) -> the pair's coverage record (completeness.pair_coverage);
+                   calls_path: Path, guard_receipts: Mapping[tuple[str, Layer], Path]) -> dict[tuple[str, str], PairCoverage]:
+    """(guard stack id, model id) -> the pair's coverage (PairCoverage.of);
     its guard verdicts are the input guard's and the output guard's on that model's responses.
     `guard_receipts`: (guard id, layer) -> the receipts that guard's verdicts are in."""
     errors = call_errors(calls_path)
@@ -58,5 +57,5 @@ def pair_coverages(plan: StudyPlan, verdicts: Mapping[str, StackVerdicts], calls
                 f"{what} {model.id}: {errors.get((role, model.id), 'no output')}"
                 for role, what, kind in (("response", "model", "responses"), ("judgement", "judge of", "judge_outputs"))
                 if missing[kind]]
-            out[(stack.id, model.id)] = pair_coverage(asked, missing, reasons[0] if reasons else None)
+            out[(stack.id, model.id)] = PairCoverage.of(asked, missing, reasons[0] if reasons else None)
     return out

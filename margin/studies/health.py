@@ -9,7 +9,6 @@ answered none of its first `first` requests (all of them, for a pool asked fewer
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,10 +36,11 @@ class Health:
     def seal(self, pool: str) -> None:
         self.sealed.add(pool)
 
-    def recorded(self, pool: str, record: Mapping[str, Any]) -> None:
-        """A receipt line: keep the pool's first error."""
-        if record.get("output") is None and record.get("error"):
-            self.first_error.setdefault(pool, str(record["error"]))
+    def recorded(self, pool: str, error: str | None) -> None:
+        """A receipt written: the error of an attempt without output (None for an answer);
+        keep the pool's first."""
+        if error:
+            self.first_error.setdefault(pool, error)
 
     def told(self, pool: str, output: Any) -> None:
         """An answer (None: missing after every attempt); raises once the pool is known dead."""

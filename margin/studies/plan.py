@@ -25,7 +25,7 @@ from margin.guards.spec import GuardSpec, as_field
 from margin.judges.llm import LLMJudge
 from margin.judges.rules import RuleJudge
 from margin.judges.template import builtin_templates, load_template
-from margin.reports.pairings import PROTOCOL, Thresholds
+from margin.reports.pairings import PROTOCOL, ModelEntity, Thresholds
 from margin.runrecord import LimitSample, Named
 from margin.runs.preparing.subset import limit_prompts, limit_record
 from margin.studies.config import (
@@ -70,7 +70,7 @@ class ModelPlan:
     spec: ModelSpec
     max_tokens: int
     identity: dict[str, Any]
-    metadata: dict[str, Any]
+    metadata: ModelEntity  # as the pairings' meta.models list it
 
     @property
     def key(self) -> str:
@@ -133,8 +133,8 @@ class StudyPlan:
             prompts=tuple(p.id for p in self.prompts),
             transformations=tuple(TransformationEntry(t.name, t.transform, t.strength) for t in self.transformations),
             seed=self.seed,
-            guards=tuple(g.record() for g in self.guards),
-            models=tuple({**m.metadata, "identity": m.identity} for m in self.models),
+            guards=tuple(g.record().document() for g in self.guards),
+            models=tuple({**m.metadata.document(), "identity": m.identity} for m in self.models),
             judges=tuple(j.judge.identity() for j in self.judges),
             thresholds=self.thresholds.model_dump(),
             limit_sample=self.limit_sample,
@@ -307,9 +307,10 @@ def _protected(config: StudyConfig, source: Source, index: int) -> ModelPlan:
     check_env(model.api_key_env, source, ("models", index, "api_key_env"))
     max_tokens = model.max_tokens or config.generation.max_tokens
     spec = ModelSpec(**{k: getattr(model, k) for k in ModelSpec.model_fields})
-    metadata = {"id": model.id, "name": model.name, "creator": model.creator, "parameters_b": model.parameters_b,
-                "capability_index": model.capability_index, "capability_source": model.capability_source,
-                "backend": spec.backend, "model": spec.checkpoint()[0], "revision": spec.checkpoint()[1]}
+    metadata = ModelEntity.model_validate({
+        "id": model.id, "name": model.name, "creator": model.creator, "parameters_b": model.parameters_b,
+        "capability_index": model.capability_index, "capability_source": model.capability_source,
+        "backend": spec.backend, "model": spec.checkpoint()[0], "revision": spec.checkpoint()[1]})
     return ModelPlan(model.id, spec, max_tokens, model_identity(spec, max_tokens), metadata)
 
 
@@ -362,5 +363,5 @@ def _judge_only(judge: JudgeConfig, config: StudyConfig, source: Source, loc: Lo
     max_tokens = judge.model.max_tokens or judge.max_tokens
     identity = model_identity(judge.model, max_tokens)
     llm = LLMJudge(template, identity, judge_id=judge.id)
-    plan = ModelPlan(f"judge:{llm.id}", judge.model, max_tokens, identity, {"id": llm.id})
+    plan = ModelPlan(f"judge:{llm.id}", judge.model, max_tokens, identity, ModelEntity(id=llm.id))
     return JudgePlan(llm, plan)

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from margin.judges.verdicts import JudgeStatus
 from margin.reports.bootstrap import BootstrapSpec, Interval
@@ -112,10 +113,6 @@ class Rate:
     def value(self) -> float | None:
         return self.successes / self.units if self.units else None
 
-    def record(self) -> dict[str, Any]:
-        return {"value": self.value, "successes": self.successes, "units": self.units,
-                "ci": self.interval.as_list() if self.interval else None}
-
 
 def rate(outcomes: Sequence[tuple[str, bool]], spec: BootstrapSpec | None = None) -> Rate:
     """Share of (unit id, success) pairs that succeed, with its Wilson score interval."""
@@ -148,15 +145,30 @@ def agreement(rows: Sequence[Row], spec: BootstrapSpec | None = None) -> Rate:
                  for r in rows if r.judgement is not None and r.second_judgement is not None], spec)
 
 
-def layers(rows: Sequence[Row], spec: BootstrapSpec | None = None) -> dict[str, Any]:
+class StackLayers(BaseModel):
+    """A transformation's `layers` evidence (fields in the order the pairings write them):
+    of the attempts, how many each layer stopped, how many are missing an output that decides
+    it, and the share that got through every layer with its Wilson interval."""
+
+    model_config = ConfigDict(frozen=True)
+
+    attempts: int
+    stopped_by: dict[Layer, int]
+    missing: int
+    bypass: float | None
+    bypass_ci: list[float] | None
+    bypass_units: int
+
+
+def layers(rows: Sequence[Row], spec: BootstrapSpec | None = None) -> StackLayers:
     """Which layer stopped each attempt: the prompts the stack stopped (original verdict
     `unsafe`, evasion's prompts), each under T; and the share that got through every layer
     (`bypass`, over the attempts whose outcome is known), with its Wilson interval."""
     attempts = [r for r in rows if r.original_verdict == "unsafe"]
     stopped = Counter(r.stopped_by for r in attempts)
     bypass = rate([(r.prompt_id, r.stopped_by == "none") for r in attempts if r.stopped_by is not None], spec)
-    return {"attempts": len(attempts), "stopped_by": {layer: stopped[layer] for layer in LAYERS},
-            "missing": stopped[None], "bypass": bypass.value, "bypass_ci": _ci(bypass), "bypass_units": bypass.units}
+    return StackLayers(attempts=len(attempts), stopped_by={layer: stopped[layer] for layer in LAYERS},
+                       missing=stopped[None], bypass=bypass.value, bypass_ci=_ci(bypass), bypass_units=bypass.units)
 
 
 def counts(rows: Sequence[Row]) -> dict[str, int]:
@@ -195,7 +207,7 @@ def outcome(name: str, rows: Sequence[Row], thresholds: Thresholds, *, transform
         "counts": counts(rows),
     }
     if stack:  # only then, so that a study of input guards alone keeps its bytes
-        evidence["layers"] = layers(rows, spec)
+        evidence["layers"] = layers(rows, spec).model_dump()
     if second_judge:
         second = preservation(rows, spec, second=True)
         agree = agreement(rows, spec)

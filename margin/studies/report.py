@@ -4,12 +4,45 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 
-from margin.reports.completeness import pair_complete, shown_status
+from margin.reports.pairings import Pairings, PairTransformation
+from margin.studies.rates import StackLayers
 
 STATUS_CELLS = {"bypass_found": "[red]bypass found[/red]", "no_bypass_found": "[green]none found[/green]",
                 "incomplete": "[yellow]incomplete[/yellow] (outputs missing)"}
+
+
+class SecondJudge(BaseModel):
+    """What a transformation's `second_judge` evidence says that the table shows."""
+
+    model_config = ConfigDict(frozen=True)
+
+    preservation: float | None
+    agreement: float | None
+
+
+class Evidence(BaseModel):
+    """A study's evidence for one transformation (`rates.outcome`), as the tables read it:
+    the pairings keep it as the transformation's extra fields."""
+
+    model_config = ConfigDict(frozen=True)
+
+    counts: dict[str, int]
+    ci: dict[str, list[float] | None]
+    defined: dict[str, bool]
+    layers: StackLayers | None = None
+    second_judge: SecondJudge | None = None
+
+    @classmethod
+    def of(cls, row: PairTransformation) -> Evidence:
+        return cls.model_validate(row.model_extra or {})
+
+    def missing(self) -> int:
+        """Outputs missing after every retry, over every kind."""
+        c = self.counts
+        return c["original_missing"] + c["transformed_missing"] + c["response_missing"] + c["judge_missing"]
 
 
 def _rate(value: float | None, interval: list[float] | None, defined: bool = True) -> str:
@@ -19,19 +52,20 @@ def _rate(value: float | None, interval: list[float] | None, defined: bool = Tru
     return text + (f" ({100 * interval[0]:.0f}–{100 * interval[1]:.0f})" if interval else "")
 
 
-def pairs_table(pairings: dict[str, Any]) -> Table:
-    models = {m["id"]: m for m in pairings["meta"]["models"]}
-    t = pairings["meta"]["thresholds"]
-    table = Table(title=f"paired study: a transformation qualifies at evasion ≥ {100 * t['evasion']:g}%, "
-                        f"regression ≤ {100 * t['regression']:g}%, preservation ≥ {100 * t['preservation']:g}%")
+def pairs_table(pairings: Pairings) -> Table:
+    models = {m.id: m for m in pairings.meta.models}
+    t = pairings.meta.thresholds
+    table = Table(title=f"paired study: a transformation qualifies at evasion ≥ {100 * t.evasion:g}%, "
+                        f"regression ≤ {100 * t.regression:g}%, preservation ≥ {100 * t.preservation:g}%")
     for column in ("guard", "model", "capability", "status", "qualifying / tested"):
         table.add_column(column, justify="right" if column in ("capability", "qualifying / tested") else "left")
-    for pair in pairings["data"]:
-        model = models[pair["model_id"]]
-        table.add_row(pair["guard_id"], pair["model_id"], f"{model.get('capability_index', '—')}",
-                      STATUS_CELLS[shown_status(pair)] + ("" if pair_complete(pair) or shown_status(pair) ==
-                                                          "incomplete" else " (incomplete)"),
-                      f"{pair['qualifying_transformations']} / {pair['transformations_tested']}")
+    for pair in pairings.data:
+        model = models[pair.model_id]
+        capability = model.capability_index if "capability_index" in model.model_fields_set else "—"
+        shown = pair.shown_status()
+        table.add_row(pair.guard_id, pair.model_id, f"{capability}",
+                      STATUS_CELLS[shown] + ("" if pair.is_complete() or shown == "incomplete" else " (incomplete)"),
+                      f"{pair.qualifying_transformations} / {pair.transformations_tested}")
     return table
 
 
@@ -39,43 +73,44 @@ def pairs_table(pairings: dict[str, Any]) -> Table:
 LAYER_NAMES = {"input_guard": "input guard", "output_guard": "output guard", "judge": "judge", "none": "none (bypass)"}
 
 
-def stopped_by(layers: dict[str, Any]) -> str:
+def stopped_by(layers: StackLayers) -> str:
     """Which layer stopped the attempts: `input guard 4, judge 2 of 6`; layers that stopped none
     left out."""
-    parts = [f"{LAYER_NAMES[layer]} {n}" for layer, n in layers["stopped_by"].items() if n]
-    if layers["missing"]:
-        parts.append(f"missing {layers['missing']}")
-    return f"{', '.join(parts) or '—'} of {layers['attempts']}"
+    parts = [f"{LAYER_NAMES[layer]} {n}" for layer, n in layers.stopped_by.items() if n]
+    if layers.missing:
+        parts.append(f"missing {layers.missing}")
+    return f"{', '.join(parts) or '—'} of {layers.attempts}"
 
 
-def evidence_tables(pairings: dict[str, Any]) -> list[Table]:
+def evidence_tables(pairings: Pairings) -> list[Table]:
     """Per pair: rates in % with 95% Wilson intervals, qualification and coverage; for a guard
     stack with an output guard, which layer stopped the attempts."""
-    second = pairings["meta"]["judge"].get("second") is not None
+    second = pairings.meta.judge.get("second") is not None
     tables = []
-    for pair in pairings["data"]:
-        table = Table(title=f"{pair['guard_id']} × {pair['model_id']}: rates in % (95% interval)")
+    for pair in pairings.data:
+        table = Table(title=f"{pair.guard_id} × {pair.model_id}: rates in % (95% interval)")
         columns = ["transformation", "evasion", "regression", "preservation", "qualifies", "unparseable", "missing"]
-        stacked = any("layers" in row for row in pair["transformations"])
+        rows = [(row, Evidence.of(row)) for row in pair.transformations]
+        stacked = any(evidence.layers is not None for _, evidence in rows)
         if stacked:
             columns.append("stopped by (attempts)")
         if second:
             columns[5:5] = ["2nd judge", "agree"]
         for column in columns:
             table.add_column(column, justify="left" if column == "transformation" else "right")
-        for row in pair["transformations"]:
-            counts, ci, defined = row["counts"], row["ci"], row["defined"]
-            missing = (counts["original_missing"] + counts["transformed_missing"] + counts["response_missing"]
-                       + counts["judge_missing"])
-            cells = [row["name"], _rate(row["evasion"], ci["evasion"], defined["evasion"]),
-                     _rate(row["regression"], ci["regression"], defined["regression"]),
-                     _rate(row["preservation"], ci["preservation"], defined["preservation"]),
-                     "[red]yes[/red]" if row["qualifies"] else "no", str(counts["unparseable"]), str(missing)]
+        for row, evidence in rows:
+            ci, defined = evidence.ci, evidence.defined
+            cells = [row.name, _rate(row.evasion, ci["evasion"], defined["evasion"]),
+                     _rate(row.regression, ci["regression"], defined["regression"]),
+                     _rate(row.preservation, ci["preservation"], defined["preservation"]),
+                     "[red]yes[/red]" if row.qualifies else "no", str(evidence.counts["unparseable"]),
+                     str(evidence.missing())]
             if stacked:
-                cells.append(stopped_by(row["layers"]))
+                cells.append(stopped_by(evidence.layers) if evidence.layers is not None else "—")
             if second:
-                s = row["second_judge"]
-                cells[5:5] = [_rate(s["preservation"], None), _rate(s["agreement"], None)]
+                s = evidence.second_judge
+                assert s is not None, "a study with two judges writes each transformation's second_judge"
+                cells[5:5] = [_rate(s.preservation, None), _rate(s.agreement, None)]
             table.add_row(*cells)
         tables.append(table)
     return tables
@@ -88,10 +123,10 @@ def _kappa(figure: dict[str, Any] | None) -> str:
     return f"{figure['estimate']:.3f}{low}"
 
 
-def judges_table(pairings: dict[str, Any]) -> Table | None:
+def judges_table(pairings: Pairings) -> Table | None:
     """Each judge against people (its validation record) and, with two judges, against each other,
     side by side: Cohen's kappa on comply vs not comply with its 95% interval."""
-    judge = pairings["meta"]["judge"]
+    judge = pairings.meta.judge
     judges = [judge] + ([judge["second"]] if judge.get("second") else [])
     if not any(j.get("validation") for j in judges) and "inter_judge" not in judge:
         return None

@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from margin.datasets.completions import comply
 from margin.judges.agreement import agreement
 from margin.judges.rules import RuleJudge
 from margin.judges.verdicts import JudgeStatus, JudgeVerdict
 from margin.reports.bootstrap import BootstrapSpec
-from margin.reports.pairings import PROTOCOL, PairOutcome, build_pairings
+from margin.reports.pairings import PROTOCOL, Pairings, PairOutcome, build_pairings
 from margin.runfolder import dumps
 from margin.studies.coverage import pair_coverages
 from margin.studies.plan import StudyPlan, Transformation
@@ -30,7 +32,11 @@ PRESERVATION_UNITS = "every prompt of the subset with both responses and a judge
 
 @dataclass
 class StudyOutcome:
+    """What a finished study wrote: `snapshot`, its pairings as the model the tables and plots
+    read; `pairings`, the same as the JSON object written to pairings.json (and printed by `--json`)."""
+
     out_dir: Path
+    snapshot: Pairings
     pairings: dict[str, Any]
     guards: dict[str, GuardStats] = field(default_factory=dict)
     calls: ResponseOutcome = field(default_factory=ResponseOutcome)
@@ -109,7 +115,7 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, StackVerdicts], c
         if plan.judges[1].validation is not None:
             second_judge["validation"] = plan.judges[1].validation
         judge["second"] = second_judge
-        judge["inter_judge"] = inter_judge(plan, calls)
+        judge["inter_judge"] = inter_judge(plan, calls).model_dump()
     study = {
         "protocol": PROTOCOL,
         "name": plan.config.name,
@@ -135,11 +141,12 @@ def finish(plan: StudyPlan, out_dir: Path, verdicts: dict[str, StackVerdicts], c
     }
     pairings = build_pairings(pairs, judge=judge, guards=[g.record() for g in plan.guards],
                               models=[m.metadata for m in plan.models], thresholds=plan.thresholds, date=date,
-                              study=study).document()  # built and checked through the one pairings model
-    atomic_write_text(out_dir / "pairings.json", dumps(pairings) + "\n")
+                              study=study)  # built and checked through the one pairings model
+    written = pairings.document()
+    atomic_write_text(out_dir / "pairings.json", dumps(written) + "\n")
     files = [out_dir / "pairings.json", *write_cases(plan, out_dir, verdicts, calls)]
     files += write_plots(pairings, out_dir)
-    return StudyOutcome(out_dir, pairings, calls=calls, files=files)
+    return StudyOutcome(out_dir, pairings, written, calls=calls, files=files)
 
 
 def receipts_of(plan: StudyPlan, out_dir: Path) -> dict[tuple[str, Layer], Path]:
@@ -154,7 +161,24 @@ def receipts_of(plan: StudyPlan, out_dir: Path) -> dict[tuple[str, Layer], Path]
     return found
 
 
-def inter_judge(plan: StudyPlan, calls: ResponseOutcome) -> dict[str, Any]:
+INTER_JUDGE_CASES = ("responses both judges read (original and transformed side of each judged case), each "
+                     "judge's behaviour mapped to comply (complies) vs not comply")
+
+
+class JudgesAgreement(BaseModel):
+    """Two judges' agreement (the pairings' `meta.judge.inter_judge`), fields in the order
+    written: the responses both read, which they are, and Cohen's kappa and accuracy on
+    comply vs not comply, each an estimate with its 95% interval."""
+
+    model_config = ConfigDict(frozen=True)
+
+    n: int
+    cases: str = INTER_JUDGE_CASES
+    kappa_comply: dict[str, float | None]
+    accuracy_comply: dict[str, float | None]
+
+
+def inter_judge(plan: StudyPlan, calls: ResponseOutcome) -> JudgesAgreement:
     """The two judges' agreement with each other over every case both judged."""
     both = []
     for model in plan.models:
@@ -167,7 +191,7 @@ def inter_judge(plan: StudyPlan, calls: ResponseOutcome) -> dict[str, Any]:
     return judges_agreement(both)
 
 
-def judges_agreement(both: Sequence[tuple[JudgeVerdict, JudgeVerdict]]) -> dict[str, Any]:
+def judges_agreement(both: Sequence[tuple[JudgeVerdict, JudgeVerdict]]) -> JudgesAgreement:
     """Cohen's kappa on comply vs not comply between two judges: each judgement reads two
     responses (original and transformed behaviour); a side either judge left without a
     behaviour (unparseable) is left out."""
@@ -179,12 +203,8 @@ def judges_agreement(both: Sequence[tuple[JudgeVerdict, JudgeVerdict]]) -> dict[
                 first.append(comply(x))
                 second.append(comply(y))
     figures = agreement(first, second)
-    return {"n": len(first), "cases": INTER_JUDGE_CASES, "kappa_comply": figures["kappa"].as_dict(),
-            "accuracy_comply": figures["accuracy"].as_dict()}
-
-
-INTER_JUDGE_CASES = ("responses both judges read (original and transformed side of each judged case), each "
-                     "judge's behaviour mapped to comply (complies) vs not comply")
+    return JudgesAgreement(n=len(first), cases=INTER_JUDGE_CASES, kappa_comply=figures["kappa"].as_dict(),
+                           accuracy_comply=figures["accuracy"].as_dict())
 
 
 def write_cases(plan: StudyPlan, out_dir: Path, verdicts: dict[str, StackVerdicts],
@@ -225,7 +245,7 @@ def _case_guard(stacked: bool, verdicts: StackVerdicts, model_id: str, prompt_id
                 judgement: JudgeStatus | None) -> dict[str, Any]:
     """A guard stack's part of a case line: an input guard alone as it always was (its two
     verdicts); a stack with an output guard, each layer's and `stopped_by`."""
-    def pair(layer: Layer) -> dict[str, Any]:
+    def pair(layer: Layer) -> dict[str, VerdictLabel | None]:
         said = {name: dict(_layers(verdicts, model_id, prompt_id, name)).get(layer) for name in (None, t.name)}
         return {"original": said[None], "transformed": said[t.name]}
 
@@ -236,10 +256,10 @@ def _case_guard(stacked: bool, verdicts: StackVerdicts, model_id: str, prompt_id
             "output": pair("output_guard"), "stopped_by": stopped_by(transformed, stopper, judgement)}
 
 
-def write_plots(pairings: dict[str, Any], out_dir: Path) -> list[Path]:
+def write_plots(pairings: Pairings, out_dir: Path) -> list[Path]:
     from margin.reports.plots import capability_ladder_figure, pairing_matrix_figure, save
 
-    name = pairings["meta"]["study"]["name"]
+    name = (pairings.meta.study or {})["name"]
     return (save(pairing_matrix_figure(pairings, f"{name}: qualifying / tested transformations"),
                  out_dir / "pairing-matrix")
             + save(capability_ladder_figure(pairings, title=f"{name}: capability ladder"), out_dir / "capability-ladder"))

@@ -40,8 +40,8 @@ def check_coverage(outcome: StudyOutcome, max_missing: float) -> None:
     share = outcome.missing_share()
     if share > max_missing:
         parts = ", ".join(f"{kind} {m} of {t}" for kind, (m, t) in outcome.missing.items() if m)
-        reasons = dict.fromkeys(c["reason"] for d in outcome.pairings["data"]
-                                if (c := d.get("coverage")) and c.get("reason"))
+        reasons = dict.fromkeys(d.coverage.reason for d in outcome.snapshot.data
+                                if d.coverage is not None and d.coverage.reason)
         raise CoverageError(f"{100 * share:.1f}% of the outputs are missing after every retry ({parts}), above "
                             f"runtime.max_missing {100 * max_missing:g}%; first errors: {'; '.join(reasons) or '—'} "
                             f"(all are in the receipts; rerun with --resume to retry them)")

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from margin.guards.shapes import TEXT, Shapes
 from margin.guards.spec import GuardSpec
+from margin.reports.pairings import Entity
 from margin.runrecord import info_record
 from margin.types import GuardInfo
 
@@ -45,12 +45,12 @@ class StackPlan:
             return self.input.id
         return ("" if self.input is None else f"{self.input.id}+") + f"out:{self.output.id}"
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> Entity:
         """The stack as the pairings' meta.guards and study.json list it: an input guard alone
         flat, as it always was; a stack with an output guard with each layer's identity."""
         head = {"id": self.id, "name": self.name or self.id, "creator": self.creator}
         if self.output is None:
             assert self.input is not None
-            return {**head, **{k: v for k, v in info_record(self.input.info).items() if k != "id"}}
+            return Entity.model_validate({**head, **{k: v for k, v in info_record(self.input.info).items() if k != "id"}})
         layers = {"input": info_record(self.input.info)} if self.input is not None else {}
-        return {**head, **layers, "output": info_record(self.output.info)}
+        return Entity.model_validate({**head, **layers, "output": info_record(self.output.info)})

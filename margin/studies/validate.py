@@ -49,12 +49,16 @@ from margin.studies.model_pools import model_limits, model_pool
 from margin.studies.models import ModelReply
 from margin.studies.plan import JudgePlan, _judge
 from margin.studies.responses import _open_receipts
+from margin.studies.validation_record import (
+    Estimate,
+    ValidationManifest,
+    ValidationRecord,
+)
 from margin.util.folderlock import entries, hold
 from margin.util.hashing import canonical_json, sha256_bytes, sha256_text
 from margin.util.safefiles import atomic_write_text
 from margin.util.yamlfile import parse_yaml
 
-PROTOCOL = "margin-judge-validation/1"
 INVALID = "invalid"  # a judge output that does not parse: its own column, never a class
 MISSING = "missing"  # no output after every retry: counted, left out of n
 
@@ -128,13 +132,7 @@ def pairs(cases: Sequence[LabelledCase]) -> list[Pair]:
 
 # ---- running the judge ----------------------------------------------------------------------
 
-def manifest(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile]) -> dict[str, Any]:
-    identity = judge.identity() if isinstance(judge, RuleJudge) else judge.judge.identity()
-    return {"protocol": PROTOCOL, "judge": identity,
-            "labels": [{"file": f.path.name, "sha256": f.sha256, "cases": len(f.cases)} for f in files]}
-
-
-def check_out(out_dir: Path, current: dict[str, Any], resume: bool) -> None:
+def check_out(out_dir: Path, current: ValidationManifest, resume: bool) -> None:
     saved_path = out_dir / "validate.json"
     if not resume:
         if out_dir.exists() and (not out_dir.is_dir() or entries(out_dir)):
@@ -144,7 +142,7 @@ def check_out(out_dir: Path, current: dict[str, Any], resume: bool) -> None:
     saved = next(iter(read_jsonl(saved_path)), None) if saved_path.is_file() else None
     if not isinstance(saved, dict):
         raise InputError("not a validation folder (no validate.json) to resume", path=out_dir, field="--resume")
-    if canonical_json(saved) != canonical_json(current):
+    if canonical_json(saved) != canonical_json(current.model_dump()):
         raise InputError("cannot resume: the judge or the labels changed since it began", path=saved_path)
 
 
@@ -181,7 +179,7 @@ def judge_pairs(plan: JudgePlan, todo: Sequence[Pair], out_dir: Path, *, setting
 
 @dataclass
 class Validation:
-    record: dict[str, Any]
+    record: dict[str, Any]  # validation.json's object (ValidationRecord, as written)
     report: str
     out_dir: Path | None
 
@@ -189,7 +187,7 @@ class Validation:
 def validate(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile], out_dir: Path | None, *,
              settings: CallSettings | None = None, resume: bool = False, cache: bool = True,
              on_batch: Callable[[int], None] = lambda _: None) -> Validation:
-    current = manifest(judge, files)
+    current = ValidationManifest.of(judge, files)
     if out_dir is None and not isinstance(judge, RuleJudge):
         raise InputError("an LLM judge's validation keeps its receipts: give --out", field="--out")
     if out_dir is None:
@@ -204,11 +202,11 @@ def validate(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile], out_dir:
 
 
 def _validate(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile], out_dir: Path | None,
-              current: dict[str, Any], *, settings: CallSettings | None, resume: bool, cache: bool,
+              current: ValidationManifest, *, settings: CallSettings | None, resume: bool, cache: bool,
               on_batch: Callable[[int], None]) -> Validation:
     if out_dir is not None and not resume:
         out_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out_dir / "validate.json", dumps(current) + "\n")
+        atomic_write_text(out_dir / "validate.json", dumps(current.model_dump()) + "\n")
     cases = ordered(files)
     judged: list[tuple[LabelledCase, str, Any]]
     if isinstance(judge, RuleJudge):
@@ -226,11 +224,12 @@ def _validate(judge: RuleJudge | JudgePlan, files: Sequence[LabelsFile], out_dir
         judged = [(p.original, _behaviour(v, "original"), (p, v)) for p, v in zip(todo, verdicts, strict=True)]
         preserved = [(p, v) for p, v in zip(todo, verdicts, strict=True)]
     record = score(current, judged, preserved)
+    written = record.model_dump(exclude_unset=True)
     report = render(record)
     if out_dir is not None:
-        atomic_write_text(out_dir / "validation.json", dumps(record) + "\n")
+        atomic_write_text(out_dir / "validation.json", dumps(written) + "\n")
         atomic_write_text(out_dir / "report.md", report)
-    return Validation(record, report, out_dir)
+    return Validation(written, report, out_dir)
 
 
 def _behaviour(verdict: JudgeVerdict | None, side: str) -> str:
@@ -264,8 +263,8 @@ def _ceiling(cases: list[LabelledCase]) -> dict[str, Any]:
     return figures
 
 
-def score(manifest_: dict[str, Any], judged: list[tuple[LabelledCase, str, Any]],
-          preserved: list[tuple[Pair, JudgeVerdict | None]] | None) -> dict[str, Any]:
+def score(manifest: ValidationManifest, judged: list[tuple[LabelledCase, str, Any]],
+          preserved: list[tuple[Pair, JudgeVerdict | None]] | None) -> ValidationRecord:
     scored = [(c, j) for c, j, _ in judged if j != MISSING]
     cases = [c for c, _ in scored]
     truth: list[str] = [c.truth for c in cases]
@@ -273,7 +272,7 @@ def score(manifest_: dict[str, Any], judged: list[tuple[LabelledCase, str, Any]]
     overall = _figures(truth, labels)
     ceiling = _ceiling(cases)
     record: dict[str, Any] = {
-        **manifest_,
+        **manifest.model_dump(),
         "cases": ("single completions" if preserved is None else
                   "pairs: each completion (original) with the next source's completion to the same prompt"),
         "mapping": MAPPING_TEXT,
@@ -293,7 +292,7 @@ def score(manifest_: dict[str, Any], judged: list[tuple[LabelledCase, str, Any]]
         record["pairs"] = _pair_figures(preserved)
     record["receipt_sha256"] = sha256_text(canonical_json(
         [[c.source, c.id, j] for c, j, _ in judged]))
-    return record
+    return ValidationRecord.model_validate(record)
 
 
 def _slices(scored: list[tuple[LabelledCase, str]], key: Callable[[LabelledCase], str]) -> dict[str, Any]:
@@ -320,44 +319,44 @@ def _pair_figures(preserved: list[tuple[Pair, JudgeVerdict | None]]) -> dict[str
 
 # ---- the report -----------------------------------------------------------------------------
 
-def _fmt(figure: dict[str, Any]) -> str:
-    if figure["estimate"] is None:
+def _fmt(figure: Estimate) -> str:
+    if figure.estimate is None:
         return "undefined"
-    if figure["low"] is None:
-        return f"{figure['estimate']:.3f}"
-    return f"{figure['estimate']:.3f} [{figure['low']:.3f}, {figure['high']:.3f}]"
+    if figure.low is None or figure.high is None:
+        return f"{figure.estimate:.3f}"
+    return f"{figure.estimate:.3f} [{figure.low:.3f}, {figure.high:.3f}]"
 
 
-def render(record: dict[str, Any]) -> str:
-    judge = record["judge"]["id"]
-    files = ", ".join(f"{x['file']} ({x['cases']} cases, sha256 {x['sha256'][:12]})" for x in record["labels"])
+def render(record: ValidationRecord) -> str:
+    judge = record.judge["id"]
+    files = ", ".join(f"{x.file} ({x.cases} cases, sha256 {x.sha256[:12]})" for x in record.labels)
     lines = [f"# Judge validation: {judge}", "", f"Labels: {files}.",
-             f"Cases: {record['cases']}. n = {record['n']} scored; {record['missing']} without output after every "
-             f"retry (left out of n); {record['invalid']} invalid or unparseable outputs (kept in n as their own "
+             f"Cases: {record.cases}. n = {record.n} scored; {record.missing} without output after every "
+             f"retry (left out of n); {record.invalid} invalid or unparseable outputs (kept in n as their own "
              "column: they count as disagreement).",
-             f"Label mapping: {record['mapping']}.",
-             f"Intervals (95%): {record['interval_method']}.", "",
+             f"Label mapping: {record.mapping}.",
+             f"Intervals (95%): {record.interval_method}.", "",
              "| figure | judge vs final label | annotator 1 vs annotator 2 (ceiling) |", "| --- | --- | --- |"]
     for name in ("kappa_comply", "accuracy_comply", "kappa", "accuracy"):
         label = {"kappa_comply": "Cohen's kappa, comply vs not comply", "accuracy_comply": "accuracy, comply vs not",
                  "kappa": "Cohen's kappa, behaviour classes", "accuracy": "accuracy, behaviour classes"}[name]
-        lines.append(f"| {label} | {_fmt(record[name])} | {_fmt(record['ceiling_' + name])} |")
+        lines.append(f"| {label} | {_fmt(getattr(record, name))} | {_fmt(getattr(record, 'ceiling_' + name))} |")
     lines += ["", "Confusion matrix (rows: final label mapped; columns: the judge):", ""]
-    columns = sorted({j for row in record["confusion"].values() for j in row})
+    columns = sorted({j for row in record.confusion.values() for j in row})
     lines += ["| truth \\ judge | " + " | ".join(columns) + " |", "| --- |" + " --- |" * len(columns)]
-    for truth, row in record["confusion"].items():
+    for truth, row in record.confusion.items():
         lines.append(f"| {truth} | " + " | ".join(str(row.get(c, 0)) for c in columns) + " |")
     for kind in ("source", "type"):
         lines += ["", f"By {kind}:", "", f"| {kind} | n | kappa comply | accuracy comply | invalid | ceiling kappa comply |",
                   "| --- | --- | --- | --- | --- | --- |"]
-        for name, s in record["slices"][kind].items():
-            lines.append(f"| {name} | {s['n']} | {_fmt(s['kappa_comply'])} | {_fmt(s['accuracy_comply'])} | "
-                         f"{s['invalid']} | {_fmt(s['ceiling_kappa_comply'])} |")
-    if "pairs" in record:
-        p = record["pairs"]
-        lines += ["", f"Two-answer readings over {p['n']} pairs: transformed_behaviour kappa comply "
-                      f"{_fmt(p['transformed_behaviour']['kappa_comply'])}; preserved (truth: the two labels map to the "
-                      f"same class) accuracy {_fmt(p['preserved']['accuracy'])}, kappa {_fmt(p['preserved']['kappa'])}."]
+        for name, s in record.slices[kind].items():
+            lines.append(f"| {name} | {s.n} | {_fmt(s.kappa_comply)} | {_fmt(s.accuracy_comply)} | "
+                         f"{s.invalid} | {_fmt(s.ceiling_kappa_comply)} |")
+    if record.pairs is not None:
+        p = record.pairs
+        lines += ["", f"Two-answer readings over {p.n} pairs: transformed_behaviour kappa comply "
+                      f"{_fmt(p.transformed_behaviour.kappa_comply)}; preserved (truth: the two labels map to the "
+                      f"same class) accuracy {_fmt(p.preserved.accuracy)}, kappa {_fmt(p.preserved.kappa)}."]
     return "\n".join(lines) + "\n"
 
 

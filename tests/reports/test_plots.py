@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from margin.reports.headline import compute_figures
+from margin.reports.pairings import Pairings, validate_pairings
 from margin.reports.plots import (
     CurveSeries,
     capability_ladder_figure,
@@ -15,6 +16,10 @@ from margin.reports.plots import (
 from margin.reports.snapshot import figure_set
 from tests.reports.test_bootstrap import toy
 from tests.reports.test_publish import pairings_fixture
+
+
+def pairings() -> Pairings:
+    return validate_pairings(pairings_fixture(), "fixture")
 
 
 def series(name: str) -> CurveSeries:
@@ -31,7 +36,7 @@ def test_curve_series_carry_bands_from_a_snapshot_record():
 
 @pytest.mark.parametrize("build", [
     lambda: curves_figure([series("a"), series("b")], "two guards"),
-    lambda: capability_ladder_figure(pairings_fixture()),
+    lambda: capability_ladder_figure(pairings()),
 ], ids=["curves", "ladder"])
 def test_saved_plots_are_byte_identical_and_carry_no_timestamp(tmp_path, build):
     first = save(build(), tmp_path / "one")
@@ -53,10 +58,10 @@ def test_every_plot_kind_draws_what_it_is_given():
     heat = heatmap_figure(["t1", "t2"], ["g · unsafe"], [[0.25], [None]])
     texts = [t.get_text() for t in heat.axes[0].texts]
     assert texts == ["0.25"]  # the unmeasured cell is grey, unlabelled
-    matrix = pairing_matrix_figure(pairings_fixture())
+    matrix = pairing_matrix_figure(pairings())
     labels = sorted(t.get_text() for t in matrix.axes[0].texts)
     assert labels == ["0/1", "1/1", "1/2"]  # qualifying / tested per tested pair
-    ladder = capability_ladder_figure(pairings_fixture(), guard_id="kw")
+    ladder = capability_ladder_figure(pairings(), guard_id="kw")
     assert ladder.axes[0].get_xscale() == "log" and len(ladder.axes[0].collections) == 2
 
 

@@ -21,7 +21,7 @@ import click
 import pytest
 
 from margin.datasets import load_dataset
-from margin.reports.completeness import pair_coverage
+from margin.reports.completeness import PairCoverage
 from margin.reports.pairings import PairOutcome, TransformationOutcome, build_pairings
 from margin.reports.publish import publish
 from margin.reports.snapshot import build_snapshot, snapshot_entry
@@ -61,15 +61,16 @@ def pairings_document(coverage: bool) -> dict:
     guards = [{"id": "kw", "name": "keyword"}, {"id": "mini", "name": "MiniLM"}]
     models = [{"id": "small", "name": "Small 1B", "parameters_b": 1.0, "capability_index": 6},
               {"id": "big", "name": "Big 30B", "parameters_b": 30.0, "capability_index": 15}]
-    short = pair_coverage({"guard_verdicts": 48, "responses": 48, "judge_outputs": 48},
-                          {"responses": 3}, "model small: timeout") if coverage else None
+    short = PairCoverage.of({"guard_verdicts": 48, "responses": 48, "judge_outputs": 48},
+                            {"responses": 3}, "model small: timeout") if coverage else None
     pairs = [PairOutcome("kw", "small", (TransformationOutcome("homoglyph", 0.99, 0.01, 0.40),), short),
              PairOutcome("kw", "big", (TransformationOutcome("homoglyph", 0.98, 0.0, 0.8),
                                        TransformationOutcome("roleplay", 0.5, 0.0, 0.9,
                                                              {"counts": {"original_missing": 1}})))]
     if coverage:
         pairs.append(PairOutcome("mini", "big", (TransformationOutcome("zwsp", 0.97, 0.02, 0.5),),
-                                 pair_coverage({"guard_verdicts": 48, "responses": 48, "judge_outputs": 48}, {}, None)))
+                                 PairCoverage.of({"guard_verdicts": 48, "responses": 48, "judge_outputs": 48}, {},
+                                                 None)))
     return build_pairings(pairs, judge={"model": "judge-1", "rubric_sha256": "abc"}, guards=guards,
                           models=models, date=DAY).document()
 

@@ -110,7 +110,7 @@ def test_health_waits_for_a_models_first_requests_and_any_answer_clears_it():
     health = Health(first=3)
     for _ in range(5):
         health.ask("m")
-    health.recorded("m", {"output": None, "error": "HTTP 500"})
+    health.recorded("m", "HTTP 500")
     health.told("m", None)
     health.told("m", None)
     with pytest.raises(ModelUnavailable, match="model m answered none of its first 3 requests.*HTTP 500"):

@@ -12,6 +12,7 @@ from margin.datasets.completions import read_all
 from margin.errors import InputError
 from margin.judges.rules import RuleJudge, classify
 from margin.judges.verdicts import JudgeVerdict
+from margin.reports.pairings import validate_pairings
 from margin.reports.publish import publish
 from margin.site.build import build_site
 from margin.studies.plan import prepare
@@ -130,7 +131,7 @@ def test_two_judges_agreement_with_each_other_is_cohens_kappa_on_comply_by_hand(
     assert inter["n"] == len(first) == 24
     assert inter["kappa_comply"]["estimate"] == pytest.approx(kappa_by_hand(first, second), abs=1e-4)
     assert pairings["meta"]["judge"]["second"].get("validation") is None
-    table = judges_table(pairings)
+    table = judges_table(validate_pairings(pairings, "pairings.json"))
     assert table is not None and table.row_count == 3
     _, html = published(tmp_path)
     assert 'id="inter-judge"' in html and "refusal-rules and second" in html and "second and people" in html
@@ -147,6 +148,6 @@ def test_inter_judge_kappa_by_hand_on_a_small_case():
     # judge 1: C C | R R | C N ; judge 2: C N | R R | C N  (N = not comply): 6 sides, agree on 5
     # p_o = 5/6; judge 1 has 3 comply of 6, judge 2 has 2: p_e = (3*2 + 3*4) / 36 = 1/2; kappa = 2/3
     figures = judges_agreement(both)
-    assert figures["n"] == 6
-    assert figures["kappa_comply"]["estimate"] == pytest.approx(2 / 3, abs=1e-4)
-    assert figures["accuracy_comply"]["estimate"] == pytest.approx(5 / 6, abs=1e-4)
+    assert figures.n == 6
+    assert figures.kappa_comply["estimate"] == pytest.approx(2 / 3, abs=1e-4)
+    assert figures.accuracy_comply["estimate"] == pytest.approx(5 / 6, abs=1e-4)

@@ -262,7 +262,7 @@ def test_the_study_table_says_which_layer_stopped_the_attempts(stacked):
 
     _, _, outcome = stacked
     shown = {}
-    for table in evidence_tables(outcome.pairings):
+    for table in evidence_tables(outcome.snapshot):
         console = Console(width=250, record=True)
         console.print(table)
         shown[str(table.title).split(": rates")[0]] = console.export_text()
