@@ -172,7 +172,7 @@ def test_the_gpu_cluster_example_is_a_valid_config(xstest_csv, monkeypatch):
     plan = prepare(REPO / "studies" / "gpu-cluster.yaml", servers=False)  # its hosts are placeholders
     assert len(plan.prompts) == 450 and plan.guards[0].id == "llama-guard-4-vllm"
     assert plan.guards[0].input.info.family == "llama-guard" and plan.guards[0].input.info.backend == "openai"
-    assert {m.metadata["creator"] for m in plan.models} == {"Alibaba", "Google", "IBM"}
+    assert {m.metadata.creator for m in plan.models} == {"Alibaba", "Google", "IBM"}
     assert [j.id for j in plan.judges] == ["qwen3.5-27b-judge", "gemma-4-31b-judge"]
     assert len(plan.transformations) > 6  # the listed six and the quick suite's fixed strengths
 
