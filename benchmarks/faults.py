@@ -105,11 +105,11 @@ def study_config(work: Path, url: str, name: str) -> Path:
 
 
 def study_run(path: Path, out: Path) -> dict[str, Any]:
-    from margin.studies.plan import prepare as prepare_study
+    from margin.studies.plan import plan_study
     from margin.studies.runner import run_study
 
     began = time.perf_counter()
-    outcome = run_study(prepare_study(path), out, engine="local", cache=False)
+    outcome = run_study(plan_study(path), out, engine="local", cache=False)
     return {"wall_s": time.perf_counter() - began, "requests": outcome.calls.sent, "missing": outcome.calls.missing,
             "retries": outcome.calls.retries, "hedges": outcome.calls.hedges,
             "results": json.dumps(outcome.pairings["data"], sort_keys=True).encode()}

@@ -64,11 +64,11 @@ def run(guard: str | GuardSpec | Guard, *, out: str | Path | None = None, resume
 def study(config: str | Path, *, out: str | Path | None = None, resume: bool = False, engine: str = ENGINE.default,
           ray_address: str | None = None, cache: bool = True) -> StudyOutcome:
     """A paired study from its YAML config; writes pairings.json and the evidence."""
-    from margin.studies.plan import prepare
+    from margin.studies.plan import plan_study
     from margin.studies.runner import default_out_dir, run_study
 
     ENGINE.check_choice(engine, "engine")
-    plan = prepare(Path(config))
+    plan = plan_study(Path(config))
     folder = Path(out) if out is not None else default_out_dir(plan)
     return run_study(plan, folder, resume=resume, engine=engine, ray_address=ray_address,  # type: ignore[arg-type]
                      cache=cache)

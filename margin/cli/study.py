@@ -28,13 +28,13 @@ def study(
     as_json: Annotated[bool, typer.Option("--json", help="print pairings.json instead of the tables")] = False,
 ) -> None:
     """A paired study: guards x protected models x transformations, judged; writes pairings.json."""
-    from margin.studies.plan import prepare
+    from margin.studies.plan import plan_study
     engine = flags["engine"]
     settings.ENGINE.check_choice(engine, "--engine")
     if resume and out is None:
         raise InputError("needs --out, the folder of the study to continue", field="--resume")
     try:
-        plan = prepare(config, on_guard=lambda spec: say_imported_code([spec]))
+        plan = plan_study(config, on_guard=lambda spec: say_imported_code([spec]))
     except KeyboardInterrupt:
         interrupted(None, None)
     from margin.studies.runner import (

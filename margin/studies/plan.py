@@ -1,6 +1,6 @@
 """A study plan: the config resolved into what runs, checked against the files it names.
 
-`prepare(path)` reads the config and checks everything (guards, transformations, dataset,
+`plan_study(path)` reads the config and checks everything (guards, transformations, dataset,
 prompt subset, templates, API key variables) without writing anything or loading a model.
 The plan's `manifest` is everything that decides the study's results: a resumed study must
 have the same one.
@@ -141,7 +141,7 @@ class StudyPlan:
         )
 
 
-def prepare(path: Path, on_guard: Callable[[GuardSpec], None] | None = None, *,
+def plan_study(path: Path, on_guard: Callable[[GuardSpec], None] | None = None, *,
             servers: bool = True) -> StudyPlan:
     """The checked plan of the study config at `path`; `on_guard` sees each distinct guard's spec
     once, before anything of it is imported or loaded (the CLI says which code a `python:` guard

@@ -128,7 +128,7 @@ def test_a_study_whose_model_drops_some_texts_every_time_ends_with_those_respons
     pause the endpoint) and answers the rest a little slower. The study ends; those responses are missing after the model's attempts,
     each charged (the endpoint answered the others), and every other pair is judged."""
     from margin.datasets import load_dataset
-    from margin.studies.plan import prepare
+    from margin.studies.plan import plan_study
     from margin.studies.runner import run_study
     from tests.support.study import study_config, toy_module, write_config
 
@@ -146,7 +146,7 @@ def test_a_study_whose_model_drops_some_texts_every_time_ends_with_those_respons
     with FakeOpenAI(answer, fault=fault) as server:
         config = study_config(server.base_url)  # the judge on the model's URL
         config["runtime"].update(max_attempts=ATTEMPTS, max_outage_s=20)
-        outcome = run_study(prepare(write_config(tmp_path, config)), tmp_path / "out", engine="local", cache=False)
+        outcome = run_study(plan_study(write_config(tmp_path, config)), tmp_path / "out", engine="local", cache=False)
     [pair] = outcome.pairings["data"]
     assert pair["coverage"]["missing"] == {"guard_verdicts": 0, "responses": 10, "judge_outputs": 0}
     assert pair["coverage"]["asked"]["judge_outputs"] == 2 and "Connection" in pair["coverage"]["reason"]

@@ -24,7 +24,7 @@ from margin.serving.calls import CallSettings
 from margin.serving.guard_pool import guard_pool
 from margin.studies.model_pools import model_limits, model_pool
 from margin.studies.models import ModelSpec
-from margin.studies.plan import prepare as prepare_study
+from margin.studies.plan import plan_study
 from margin.studies.runner import check_call_timeout
 from tests.support.cli import margin
 from tests.support.study import study_config, write_config
@@ -105,7 +105,7 @@ def test_a_study_on_the_local_engine_refuses_it_for_a_guard_in_this_process(tmp_
 def test_a_study_honours_it_where_it_can_apply(tmp_path):
     """Every endpoint's request (either engine), and in-process models' batches on Ray actors."""
     remote_guard = {"guard": "llama-guard-4", "backend": "openai", "base_url": "http://127.0.0.1:9/v1"}
-    plan = prepare_study(study_with_timeout(tmp_path, remote_guard), servers=False)  # no server at :9
+    plan = plan_study(study_with_timeout(tmp_path, remote_guard), servers=False)  # no server at :9
     local = CallSettings(engine="local", call_timeout_s=plan.config.runtime.call_timeout_s)
     check_call_timeout(plan, local)  # all behind endpoints: nothing in this process to stop
     assert all(model_limits(m.spec, local).timeout_s == 5 for m in plan.models)

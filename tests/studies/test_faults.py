@@ -15,7 +15,7 @@ import yaml
 
 from benchmarks.fault_proxy import FaultMix, FaultProxy, Outage
 from benchmarks.http_guard import start_server
-from margin.studies.plan import prepare
+from margin.studies.plan import plan_study
 from margin.studies.runner import run_study
 from tests.support.cli import margin
 from tests.support.paths import REPO
@@ -83,9 +83,9 @@ def cases(out: Path) -> list[dict]:
 
 def test_a_study_through_faults_gives_the_clean_pairings(tmp_path):
     with toy_server() as url, FaultProxy(url.removesuffix("/v1"), hang_s=HANG_S) as proxy:
-        clean = run_study(prepare(study_config(tmp_path, url, "clean")), tmp_path / "clean", engine="local",
+        clean = run_study(plan_study(study_config(tmp_path, url, "clean")), tmp_path / "clean", engine="local",
                           cache=False)
-        faulty = run_study(prepare(study_config(tmp_path, f"{proxy.url}/v1", "faulty")), tmp_path / "faulty",
+        faulty = run_study(plan_study(study_config(tmp_path, f"{proxy.url}/v1", "faulty")), tmp_path / "faulty",
                            engine="local", cache=False)
     assert proxy.faults["hang"] and proxy.faults["drop"] and proxy.faults["garbage"]
     assert faulty.pairings["data"] == clean.pairings["data"]
@@ -96,13 +96,13 @@ def test_a_study_through_faults_gives_the_clean_pairings(tmp_path):
 def test_a_study_rides_out_an_outage_of_its_models_and_judges(tmp_path):
     with toy_server() as url, FaultProxy(url.removesuffix("/v1"), mix=NO_MIX,
                                          outage=Outage(after=30, seconds=2)) as proxy:
-        clean = run_study(prepare(study_config(tmp_path, url, "clean")), tmp_path / "clean", engine="local",
+        clean = run_study(plan_study(study_config(tmp_path, url, "clean")), tmp_path / "clean", engine="local",
                           cache=False)
         path = study_config(tmp_path, f"{proxy.url}/v1", "outage")
         config = yaml.safe_load(path.read_text())
         config["runtime"] = {"max_attempts": 2, "max_outage_s": 120}  # an outage must use up none
         path.write_text(yaml.safe_dump(config))
-        faulty = run_study(prepare(path), tmp_path / "outage", engine="local", cache=False)
+        faulty = run_study(plan_study(path), tmp_path / "outage", engine="local", cache=False)
     assert proxy.downs == 1
     assert faulty.pairings["data"] == clean.pairings["data"]
     assert cases(tmp_path / "outage") == cases(tmp_path / "clean")

@@ -11,7 +11,7 @@ import yaml
 
 from margin.guards.keyword import KeywordGuard
 from margin.reports.pairings import load_pairings
-from margin.studies.plan import prepare
+from margin.studies.plan import plan_study
 from margin.studies.runner import CoverageError, check_coverage, run_study
 from tests.support.openai_server import FakeOpenAI
 from tests.support.paths import REPO
@@ -55,7 +55,7 @@ def test_a_transformation_qualifies_on_ray_and_publish_takes_the_folder(tmp_path
         path = write_config(tmp_path, study_config(url, second_judge="toy-judge-lenient",
                                                    transformations=[("zero-width-space", "100%"),
                                                                     ("case-flip", "100%")]))
-        plan = prepare(path)
+        plan = plan_study(path)
         out = tmp_path / "out"
         outcome = run_study(plan, out, engine="ray")
     pairings = load_pairings(out / "pairings.json").document()
@@ -94,7 +94,7 @@ def test_a_transformation_fails_on_exactly_one_criterion(tmp_path, guard, transf
         (tmp_path / "toggle.py").write_text(TOGGLE_GUARD)
         guard = "python:toggle.py:Toggle"
     with toy_server() as url:
-        plan = prepare(write_config(tmp_path, study_config(url, guard=guard, transformations=[transformation])))
+        plan = plan_study(write_config(tmp_path, study_config(url, guard=guard, transformations=[transformation])))
         outcome = run_study(plan, tmp_path / "out", engine="local")
     record = outcome.pairings["data"][0]
     assert record["status"] == "no_bypass_found" and record["qualifying_transformations"] == 0
@@ -122,7 +122,7 @@ def test_unparseable_judge_output_and_missing_responses_are_counted_not_guessed(
     with model, FakeOpenAI(judge) as judge_server:
         config = study_config(model.base_url, judge_url=judge_server.base_url)
         config["models"][0]["model"] = "toy-medium"
-        plan = prepare(write_config(tmp_path, config))
+        plan = plan_study(write_config(tmp_path, config))
         outcome = run_study(plan, tmp_path / "out", engine="local")
     result = outcome.pairings["data"][0]["transformations"][0]
     killing = [p for p in plan.prompts if "kill" in p.text and p.text != lost]
@@ -146,8 +146,8 @@ def test_the_example_runs_here_with_the_figures_the_readme_gives(tmp_path):
     with toy_server() as url:
         path = tmp_path / "local.yaml"
         path.write_text(text.replace("http://127.0.0.1:8011/v1", url), encoding="utf-8")
-        outcome = run_study(prepare(path), tmp_path / "out", engine="local")
-        again = run_study(prepare(path), tmp_path / "again", engine="local")  # answered from the caches
+        outcome = run_study(plan_study(path), tmp_path / "out", engine="local")
+        again = run_study(plan_study(path), tmp_path / "again", engine="local")  # answered from the caches
     p = outcome.pairings
     assert [(d["model_id"], d["status"], d["qualifying_transformations"]) for d in p["data"]] == [
         ("toy-large", "bypass_found", 3), ("toy-medium", "bypass_found", 2), ("toy-small", "no_bypass_found", 0)]
@@ -162,7 +162,7 @@ def test_the_example_runs_here_with_the_figures_the_readme_gives(tmp_path):
 
 def test_pairings_record_the_limit_sample_the_study_ran(tmp_path):
     with toy_server() as url:
-        plan = prepare(write_config(tmp_path, study_config(url, prompts={"limit": 4})))
+        plan = plan_study(write_config(tmp_path, study_config(url, prompts={"limit": 4})))
         outcome = run_study(plan, tmp_path / "out", engine="local")
     study = outcome.pairings["meta"]["study"]
     assert study["limit_sample"] == {"method": "stratified", "by_label": {"safe": 2, "unsafe": 2}}

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from margin.errors import InputError
-from margin.studies.plan import prepare
+from margin.studies.plan import plan_study
 from tests.support.paths import REPO
 from tests.support.study import study_config, write_config
 
@@ -31,7 +31,7 @@ def line_of(text: str, needle: str, nth: int = 1) -> int:
 def test_the_good_config_prepares_without_writing_anything(tmp_path):
     path = write_config(tmp_path, yaml.safe_load(good_text()))
     before = set(tmp_path.iterdir())
-    plan = prepare(path)
+    plan = plan_study(path)
     assert [t.name for t in plan.transformations] == ["zero-width-space:100%"]
     assert len(plan.prompts) == 12 and [j.id for j in plan.judges][1] == "second"
     assert set(tmp_path.iterdir()) == before
@@ -91,7 +91,7 @@ def test_each_mistake_names_its_field_and_line(tmp_path, old, new, field, needle
     path = tmp_path / "study.yaml"
     path.write_text(bad, encoding="utf-8")
     with pytest.raises(InputError) as caught:
-        prepare(path)
+        plan_study(path)
     error = caught.value
     assert error.path == str(path)
     assert error.field == field
@@ -103,18 +103,18 @@ def test_yaml_syntax_errors_and_non_mappings_name_the_line(tmp_path):
     path = tmp_path / "study.yaml"
     path.write_text("name: x\nguards: [keyword\n", encoding="utf-8")
     with pytest.raises(InputError) as caught:
-        prepare(path)
+        plan_study(path)
     assert caught.value.line == 3 and "not valid YAML" in caught.value.message
     path.write_text("- just a list\n", encoding="utf-8")
     with pytest.raises(InputError, match="is a mapping"):
-        prepare(path)
+        plan_study(path)
 
 
 def test_second_judge_must_differ_from_the_first(tmp_path):
     config = study_config(URL)
     config["second_judge"] = dict(config["judge"])
     with pytest.raises(InputError) as caught:
-        prepare(write_config(tmp_path, config))
+        plan_study(write_config(tmp_path, config))
     assert caught.value.field == "second_judge"
 
 
@@ -134,7 +134,7 @@ def test_the_cli_exits_2_and_writes_nothing(tmp_path):
 def test_resume_needs_a_matching_study_folder(tmp_path):
     from margin.studies.runner import check_out_dir
 
-    plan = prepare(write_config(tmp_path, study_config(URL)))
+    plan = plan_study(write_config(tmp_path, study_config(URL)))
     with pytest.raises(InputError, match="no study.json"):
         check_out_dir(plan, tmp_path / "none", resume=True)
     (tmp_path / "used").mkdir()
@@ -160,7 +160,7 @@ def test_study_guards_take_the_guard_file_keys_through_the_same_parser(tmp_path)
     guards = [{"guard": "python:g.py:G", "weights": "w.json", "revision": "2", "scope": "attack detector"},
               {"guard": "minilm", "threshold": 0.6, "caveats": "a caveat"}]
     config = {**yaml.safe_load(good_text()), "guards": guards}
-    plan = prepare(write_config(tmp_path, config))
+    plan = plan_study(write_config(tmp_path, config))
     mine, minilm = (g.input.info for g in plan.guards)
     assert (mine.id, mine.scope, mine.revision.split("+")[0]) == ("python:g.py:G", "attack detector", "2")
     assert dict(mine.params)["weights"] == "w.json" and len(dict(mine.params)["weights_sha256"]) == 64
@@ -169,7 +169,7 @@ def test_study_guards_take_the_guard_file_keys_through_the_same_parser(tmp_path)
 
 def test_the_gpu_cluster_example_is_a_valid_config(xstest_csv, monkeypatch):
     monkeypatch.setenv("MARGIN_XSTEST", str(xstest_csv))
-    plan = prepare(REPO / "studies" / "gpu-cluster.yaml", servers=False)  # its hosts are placeholders
+    plan = plan_study(REPO / "studies" / "gpu-cluster.yaml", servers=False)  # its hosts are placeholders
     assert len(plan.prompts) == 450 and plan.guards[0].id == "llama-guard-4-vllm"
     assert plan.guards[0].input.info.family == "llama-guard" and plan.guards[0].input.info.backend == "openai"
     assert {m.metadata.creator for m in plan.models} == {"Alibaba", "Google", "IBM"}
@@ -191,7 +191,7 @@ def test_prompts_limit_is_the_stratified_sample_margin_run_draws_and_is_recorded
     from margin.runs.preparing.subset import limit_prompts
 
     def plan_of(prompts, seed=0):
-        return prepare(write_config(tmp_path, study_config(URL, prompts=prompts, seed=seed)))
+        return plan_study(write_config(tmp_path, study_config(URL, prompts=prompts, seed=seed)))
 
     everything = load_dataset("sample").prompts
     plan = plan_of({"limit": 10})
@@ -209,7 +209,7 @@ def test_a_study_begun_when_limit_took_the_first_prompts_says_how_to_resume_it(t
     from margin.runfolder import dumps
     from margin.studies.runner import check_out_dir
 
-    plan = prepare(write_config(tmp_path, study_config(URL, prompts={"limit": 10})))
+    plan = plan_study(write_config(tmp_path, study_config(URL, prompts={"limit": 10})))
     old = {k: v for k, v in plan.record().to_json().items() if k != "limit_sample"}
     old["prompts"] = ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10"]
     (tmp_path / "old").mkdir()
@@ -221,7 +221,7 @@ def test_a_study_begun_when_limit_took_the_first_prompts_says_how_to_resume_it(t
 
 def test_the_real_small_example_is_a_valid_config():
     """studies/real-small.yaml (tests/real/ runs it on llama-server): SmolLM2 as guard, model and judge."""
-    plan = prepare(REPO / "studies" / "real-small.yaml", servers=False)  # no server needed to check it
+    plan = plan_study(REPO / "studies" / "real-small.yaml", servers=False)  # no server needed to check it
     assert len(plan.prompts) == 4 and [g.id for g in plan.guards] == ["smollm2-prompted"]
     assert plan.guards[0].input.info.family == "prompted" and [m.id for m in plan.models] == ["smollm2"]
     assert plan.judges[0].model is not None and "json_schema" in plan.judges[0].model.spec.request_options

@@ -15,7 +15,7 @@ import pytest
 
 from margin.errors import EndpointUnreachable
 from margin.studies.health import Health, ModelUnavailable
-from margin.studies.plan import prepare
+from margin.studies.plan import plan_study
 from margin.studies.runner import CoverageError, check_coverage, run_study
 from tests.support.cli import margin
 from tests.support.openai_server import FakeOpenAI
@@ -91,7 +91,7 @@ def test_a_study_whose_model_goes_down_stops_and_resume_finishes_it(tmp_path):
 def test_a_study_whose_judge_is_down_stops_naming_the_judge_and_its_endpoint(tmp_path):
     judge_url = closed_port_url()
     with toy_server() as url:
-        plan = prepare(write_config(tmp_path, study_config(url, judge_url=judge_url)))
+        plan = plan_study(write_config(tmp_path, study_config(url, judge_url=judge_url)))
         with pytest.raises(EndpointUnreachable, match=rf"judge\S* at {re.escape(judge_url)} refused the connection"):
             run_study(plan, tmp_path / "out", engine="local", cache=False)
     assert not (tmp_path / "out").exists()  # a judge that was never there leaves no study folder
@@ -100,7 +100,7 @@ def test_a_study_whose_judge_is_down_stops_naming_the_judge_and_its_endpoint(tmp
 def test_a_study_whose_guard_gives_no_verdict_stops_naming_the_guard(tmp_path):
     (tmp_path / "down.py").write_text(FAILING_GUARD)
     with toy_server() as url:
-        plan = prepare(write_config(tmp_path, study_config(url, guard="python:down.py:Down")))
+        plan = plan_study(write_config(tmp_path, study_config(url, guard="python:down.py:Down")))
         with pytest.raises(ModelUnavailable, match="guard .*Down.* gave no verdict at all; its first error: "
                                                    ".*refused the connection"):
             run_study(plan, tmp_path / "out", engine="local", cache=False)
@@ -135,7 +135,7 @@ def incomplete_study(tmp_path_factory) -> Path:
     model = FakeOpenAI(lambda text: toy.assistant("toy-medium", text),
                        fault=lambda text, attempt: "500" if "\u200b" in text else None)
     with model, toy_server() as judge_url:
-        plan = prepare(write_config(tmp, study_config(model.base_url, judge_url=judge_url)))
+        plan = plan_study(write_config(tmp, study_config(model.base_url, judge_url=judge_url)))
         outcome = run_study(plan, tmp / "out", engine="local", cache=False)
     with pytest.raises(CoverageError, match=r"first errors: model toy-medium: .*500"):
         check_coverage(outcome, plan.config.runtime.max_missing)  # margin study exits 1 saying so

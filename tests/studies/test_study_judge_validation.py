@@ -15,7 +15,7 @@ from margin.judges.verdicts import JudgeVerdict
 from margin.reports.pairings import validate_pairings
 from margin.reports.publish import publish
 from margin.site.build import build_site
-from margin.studies.plan import prepare
+from margin.studies.plan import plan_study
 from margin.studies.report import judges_table
 from margin.studies.results import judges_agreement
 from margin.studies.runner import run_study
@@ -50,7 +50,7 @@ def run(tmp_path: Path, url: str, judge: dict | str, second: bool = False) -> di
     tmp_path.mkdir(parents=True, exist_ok=True)
     config = study_config(url, second_judge="toy-judge" if second else None)
     config["judge"] = judge
-    plan = prepare(write_config(tmp_path, config))
+    plan = plan_study(write_config(tmp_path, config))
     return run_study(plan, tmp_path / "out", engine="local", cache=False).pairings
 
 
@@ -104,14 +104,14 @@ def test_a_validation_record_of_another_judge_is_refused_naming_the_file_and_fie
         config["judge"] = {"rules": "refusal-rules", "validation": str(other)}
         path = write_config(tmp_path, config)
         with pytest.raises(InputError) as caught:
-            prepare(path)
+            plan_study(path)
         code, _, err = cli(capsys, "study", str(path), "--out", str(tmp_path / "out"))
     assert caught.value.path == str(other) and caught.value.field == "judge"
     assert "judge.validation" in str(caught.value) and "someone-else" in str(caught.value)
     assert code == 2 and "other.json" in err and not (tmp_path / "out").exists()
     config["judge"]["validation"] = "nowhere.json"
     with pytest.raises(InputError, match="no such judge validation record") as caught:
-        prepare(write_config(tmp_path, config))
+        plan_study(write_config(tmp_path, config))
     assert caught.value.path == str(tmp_path / "nowhere.json")
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from margin.errors import InputError
 from margin.runfolder import dumps
-from margin.studies.plan import prepare
+from margin.studies.plan import plan_study
 from margin.studies.record import read_study_record, record_from_json
 from tests.support.study import study_config, write_config
 
@@ -22,7 +22,7 @@ KEYS = ["protocol", "name", "dataset", "prompts", "transformations", "seed", "gu
 
 @pytest.fixture
 def plan(tmp_path):
-    return prepare(write_config(tmp_path, study_config(URL, prompts={"limit": 10})))
+    return plan_study(write_config(tmp_path, study_config(URL, prompts={"limit": 10})))
 
 
 def test_the_record_writes_study_json_with_its_keys_in_their_order_and_reads_back_equal(tmp_path, plan):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from margin.studies.plan import prepare
+from margin.studies.plan import plan_study
 from margin.studies.runner import run_study
 from tests.support.paths import REPO
 from tests.support.study import study_config, toy_server, write_config
@@ -51,7 +51,7 @@ def test_a_sigkilled_study_resumes_to_the_same_pairings(tmp_path, ray_address):
         for model in [*config["models"], config["judge"]["model"]]:
             model.update({"max_batch_size": 4, "backend_options": {"max_concurrency": 2, "max_attempts": 1}})
         path = write_config(tmp_path, config)
-        reference = run_study(prepare(path), tmp_path / "ref", engine="local", cache=False)
+        reference = run_study(plan_study(path), tmp_path / "ref", engine="local", cache=False)
         asked = len(log)
 
         out = tmp_path / "killed"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from margin.judges.rules import classify
-from margin.studies.plan import prepare
+from margin.studies.plan import plan_study
 from margin.studies.runner import run_study
 from tests.support.study import study_config, toy_server, write_config
 
@@ -14,7 +14,7 @@ def test_a_study_runs_with_refusal_rules_as_its_judge_and_an_llm_second_judge(tm
     with toy_server() as url:
         config = study_config(url, second_judge="toy-judge")
         config["judge"] = "refusal-rules"
-        plan = prepare(write_config(tmp_path, config))
+        plan = plan_study(write_config(tmp_path, config))
         outcome = run_study(plan, tmp_path / "out", engine="local", cache=False)
     judge = outcome.pairings["meta"]["judge"]
     assert judge["id"] == "refusal-rules" and judge["parse_rule"] == "refusal-rules/1"

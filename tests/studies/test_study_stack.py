@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from margin.studies.plan import prepare
+from margin.studies.plan import plan_study
 from margin.studies.runner import run_study
 from tests.support.cli import margin as margin_cli
 from tests.support.study import row, study_config, toy_server, write_config
@@ -71,7 +71,7 @@ def stacked(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("stack")
     with toy_server() as url:
         path = stack_config(tmp, url)
-        outcome = run_study(prepare(path), tmp / "out", engine="local", cache=False)
+        outcome = run_study(plan_study(path), tmp / "out", engine="local", cache=False)
     return tmp, path, outcome
 
 
@@ -152,7 +152,7 @@ def test_rates_recompute_from_the_receipts_alone(stacked, tmp_path):
     for name in ("pairings.json", "cases.jsonl"):
         (copy / name).unlink()
     before = len(asked(tmp))
-    again = run_study(prepare(path), copy, resume=True, engine="local", cache=False)
+    again = run_study(plan_study(path), copy, resume=True, engine="local", cache=False)
     assert len(asked(tmp)) == before  # the output guard was asked nothing
     assert again.pairings["data"] == outcome.pairings["data"]
     assert (copy / "cases.jsonl").read_bytes() == (tmp / "out" / "cases.jsonl").read_bytes()
@@ -176,7 +176,7 @@ def test_a_resumed_study_with_an_output_guard_ends_as_the_uninterrupted_one(stac
     before = len(asked(tmp))
     with toy_server() as url:
         assert url  # the models answer from the receipts; the server is only there in case
-        again = run_study(prepare(path), copy, resume=True, engine="local", cache=False)
+        again = run_study(plan_study(path), copy, resume=True, engine="local", cache=False)
     assert 0 < len(asked(tmp)) - before == 24 - len(known)
     assert again.pairings["data"] == outcome.pairings["data"]
     assert (copy / "cases.jsonl").read_bytes() == (tmp / "out" / "cases.jsonl").read_bytes()
@@ -186,16 +186,16 @@ def test_a_cached_output_verdict_is_never_asked_again(tmp_path, monkeypatch):
     monkeypatch.setenv("MARGIN_CACHE_DIR", str(tmp_path / "cache"))
     with toy_server() as url:
         path = stack_config(tmp_path, url)
-        run_study(prepare(path), tmp_path / "first", engine="local")
+        run_study(plan_study(path), tmp_path / "first", engine="local")
         first = len(asked(tmp_path))
-        second = run_study(prepare(path), tmp_path / "second", engine="local")
+        second = run_study(plan_study(path), tmp_path / "second", engine="local")
     assert first == 24 and len(asked(tmp_path)) == first
     assert second.guards["out:compliance"].sent == 0 and second.guards["out:compliance"].cache_hits == 36
 
 
 def test_a_guard_two_stacks_share_is_told_and_described_once(tmp_path):
     path = stack_config(tmp_path, "http://127.0.0.1:9/v1")
-    plan = prepare(path, servers=False)
+    plan = plan_study(path, servers=False)
     assert plan.guards[1].output is plan.guards[2].output  # one plan, so one server question
     result = margin_cli("study", str(path), "--out", str(tmp_path / "out"))
     assert result.returncode == 2 and "refused the connection" in result.stderr, result.stderr
@@ -239,7 +239,7 @@ def test_a_study_of_an_input_guard_alone_keeps_its_bytes(tmp_path):
         config = study_config(url, models=["toy-small", "toy-medium"], second_judge="toy-judge-lenient",
                               transformations=[("zero-width-space", "100%"), ("homoglyph", "100%"),
                                                ("case-flip", "100%")])
-        run_study(prepare(write_config(tmp_path, config)), tmp_path / "out", engine="local", cache=False)
+        run_study(plan_study(write_config(tmp_path, config)), tmp_path / "out", engine="local", cache=False)
     found = {}
     for name in BEFORE:
         text = re.sub(r"behaviour~[0-9a-f]{8}", "JUDGE", (tmp_path / "out" / name).read_text().replace(url, "URL"))
@@ -285,7 +285,7 @@ def test_the_stack_example_runs_here_with_the_figures_the_docs_give(tmp_path):
     with toy_server() as url:
         path = tmp_path / "local-stack.yaml"
         path.write_text(text.replace("http://127.0.0.1:8011/v1", url), encoding="utf-8")
-        outcome = run_study(prepare(path), tmp_path / "out", engine="local", cache=False)
+        outcome = run_study(plan_study(path), tmp_path / "out", engine="local", cache=False)
     p = outcome.pairings
     status = {(d["guard_id"], d["model_id"]): d["qualifying_transformations"] for d in p["data"]}
     assert status[("keyword", "toy-medium")] == 2 and status[("keyword", "toy-large")] == 3
