@@ -28,7 +28,7 @@ def score(
     flips: Annotated[int, typer.Option(help="cheapest flips to list")] = 10,
 ) -> None:
     """Recompute results, snapshot and analyses from recorded verdicts, calling no guard."""
-    from margin.reports.analyses import analyse, analysis_files
+    from margin.reports.analyses import analyse
     from margin.reports.observations import coverage
     from margin.reports.tables import run_tables
     from margin.runfolder import read_records
@@ -52,14 +52,12 @@ def score(
                       f"rescored results differ from the run's for {len(rescored.differs_from_run)} prompts, "
                       f"e.g. {rescored.differs_from_run[:5]}")
     if out is not None:
-        written = write_rescore(rescored, out, analysis_files(analyses))
-        if "effectiveness" in analyses:
-            from margin.reports.effectiveness import effectiveness
+        written = write_rescore(rescored, out, analyses.files())
+        if analyses.effectiveness is not None:
             from margin.reports.plots import heatmap_figure, save
             from margin.reports.publish import effectiveness_grid
 
-            per_transform, _ = effectiveness(rescored.observations, families())
-            rows, columns, values = effectiveness_grid({rescored.guard.id: per_transform})
+            rows, columns, values = effectiveness_grid({rescored.guard.id: analyses.effectiveness.transforms})
             written += save(heatmap_figure(rows, columns, values, f"{rescored.guard.id}: flip rate per transform"),
                             out / "effectiveness")
         console.print(f"wrote {out}/ ({', '.join(p.name for p in written)})")

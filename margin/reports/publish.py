@@ -27,7 +27,7 @@ from margin.reports.observations import PromptObservations, from_receipts
 from margin.reports.pairings import Pairings, load_pairings, mark_provisional, merge_pairings
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, observes_all, protocol_for
 from margin.reports.snapshot import SnapshotEntry, build_snapshot, measured_on, snapshot_entry
-from margin.reports.snapshot_schema import Provenance, Record, Snapshot
+from margin.reports.snapshot_schema import Evaluation, Provenance, Record, Snapshot
 from margin.runfolder import RunDir, dumps, load_run
 from margin.util.hashing import sha256_text
 from margin.util.safefiles import atomic_write_text, check_date
@@ -158,9 +158,10 @@ def leaderboard_entry(evidence: RunEvidence, spec: BootstrapSpec | None) -> Snap
     run = evidence.run
     made = run_provenance(run)
     return snapshot_entry(run.guard, run.results, run.budget,
-                          {"search": run.search, "seed": run.record.seed,
-                           **({"margin_version": made.margin_version, "git_commit": made.git_commit} if made else {}),
-                           **({"target": run.record.target} if run.record.target else {})},
+                          Evaluation.model_validate({
+                              "search": run.search, "seed": run.record.seed,
+                              **({"margin_version": made.margin_version, "git_commit": made.git_commit} if made else {}),
+                              **({"target": run.record.target} if run.record.target else {})}),
                           spec, coverage=evidence.coverage)
 
 
@@ -168,12 +169,11 @@ def build_leaderboard(evidence: Sequence[RunEvidence], date: dt.date, spec: Boot
                       min_coverage: float = 1.0) -> Snapshot:
     entries = [leaderboard_entry(ev, spec) for ev in evidence]
     runs = [ev.run for ev in evidence]
-    provenance = {
-        **measured_on(runs[0].record),
+    provenance = measured_on(runs[0].record).model_copy(update={
         "budget": runs[0].budget,  # as a float, as published leaderboards always wrote it
         "prompts": len(runs[0].results),
         "seeds": sorted({run.record.seed for run in runs}, key=str),
-    }
+    })
     return build_snapshot(entries, provenance, date, spec=spec, min_coverage=min_coverage)
 
 

@@ -22,7 +22,7 @@ from margin.errors import InputError
 from margin.guards.make import describe_guard
 from margin.guards.normalize import NONE, canonical, guard_texts, steps_of
 from margin.guards.served_spec import served_spec
-from margin.reports.ablation import BASELINE, DefenceFigures, DefenceRun, ablation_record
+from margin.reports.ablation import BASELINE, Ablation, DefenceRun, ablation_record
 from margin.reports.effectiveness import effectiveness
 from margin.reports.observations import from_receipts, key_of
 from margin.reports.plots import ablation_figure, heatmap_figure, save
@@ -112,7 +112,7 @@ def decoded_calls(prepared: PreparedRun, receipts: Iterable[Mapping[str, Any]], 
 @dataclass
 class AblationOutcome:
     out_dir: Path
-    record: dict[str, Any]
+    record: Ablation  # ablation.json is its document()
     runs: list[DefenceRun]
     outcomes: list[RunOutcome]
     files: list[Path]
@@ -179,18 +179,18 @@ def _run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
             decoded_calls=decoded_calls(run, receipts, defence.normalize)))
         outcomes.append(outcome)
     base = prepared[0][1]
-    meta = {"guard": runs[0].record.id, "margin_version": margin_version(), "git_commit": git_commit(),
-            **provenance(base.record, len(base.prompts))}
-    record = ablation_record(runs, base.config.budget, families, {p.id: p.text for p in base.prompts}, meta)
-    atomic_write_text(out_dir / "ablation.json", dumps(record) + "\n")
+    measured = provenance(base.record, len(base.prompts)).model_copy(
+        update={"margin_version": margin_version(), "git_commit": git_commit()})
+    record = ablation_record(runs, base.config.budget, families, {p.id: p.text for p in base.prompts}, measured)
+    atomic_write_text(out_dir / "ablation.json", dumps(record.document()) + "\n")
     return AblationOutcome(out_dir, record, runs, outcomes, [out_dir / "ablation.json", *write_figures(out_dir, record)])
 
 
-def write_figures(out_dir: Path, record: Mapping[str, Any]) -> list[Path]:
+def write_figures(out_dir: Path, record: Ablation) -> list[Path]:
     """ablation.png/.svg (margins and changes with intervals) and, for exhaustive runs,
     ablation-families.png/.svg (flip rate per family and defence)."""
-    defences = [DefenceFigures.model_validate(d) for d in record["defences"]]
-    title = f"{record['meta']['guard']} on {record['meta']['dataset']['name']} ({record['meta']['suite']['name']} suite)"
+    defences, meta = record.defences, record.meta
+    title = f"{meta.guard} on {meta.dataset.name} ({meta.suite.name} suite)"
     files = save(ablation_figure(defences, title), out_dir / "ablation")
     rates = [d.family_flip_rates() for d in defences]
     if all(r is not None for r in rates):

@@ -164,6 +164,7 @@ def load_bundle(run_dir: Path, dataset: Path | None = None) -> ExportRun:
     from margin.reports.observations import from_receipts
     from margin.reports.protocols import observes_all
     from margin.reports.snapshot import record, snapshot_entry
+    from margin.reports.snapshot_schema import Evaluation
     from margin.runfolder import load_run
     from margin.transforms.registry import families as transform_families
 
@@ -174,7 +175,7 @@ def load_bundle(run_dir: Path, dataset: Path | None = None) -> ExportRun:
     exhaustive = observes_all(run.search) and bool(observations) and all(o.complete for o in observations)
     families = transform_families()
     outcomes, method = family_outcomes(run.results, observations, families, exhaustive=exhaustive)
-    entry = snapshot_entry(run.guard, run.results, run.budget, {"search": run.search, "seed": run.record.seed})
+    entry = snapshot_entry(run.guard, run.results, run.budget, Evaluation(search=run.search, seed=run.record.seed))
     per_policy = policy_outcomes(run.results, observations, families, exhaustive=exhaustive)
     return ExportRun(run, str(run_dir), record(entry, 1), texts, families, outcomes, method, created, per_policy)
 
