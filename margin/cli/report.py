@@ -23,7 +23,7 @@ def report(
     threshold sweep for exhaustive runs."""
     from margin.reports.analyses import analyse
     from margin.reports.completeness import Coverage, missing_reason
-    from margin.reports.observations import coverage, from_receipts
+    from margin.reports.observations import coverage, from_receipts, read_calls
     from margin.reports.protocols import observes_all
     from margin.reports.snapshot import record, snapshot_entry
     from margin.reports.snapshot_schema import Evaluation
@@ -37,10 +37,11 @@ def report(
                                                       **({"target": run.record.target} if run.record.target else {})}),
                            coverage=Coverage.of(run.results, missing_reason(receipts, run.results)))
     rec = record(entry, 1 if entry.coverage.complete else None)
-    observations = from_receipts(receipts, run.results)
+    calls = read_calls(receipts)
+    observations = from_receipts(calls, run.results)
     exhaustive = observes_all(run.search) and all(o.complete for o in observations)
     analyses = analyse(observations, run.budget, exhaustive=exhaustive, families=families())
-    covered = coverage(receipts) if receipts else None
+    covered = coverage(calls) if receipts else None
     if as_json:
         from margin.reports.metrics import outcome_counts
         from margin.reports.tables import cheapest_flips, coverage_record
@@ -48,7 +49,7 @@ def report(
 
         cheapest = [{"prompt_id": r.prompt_id, "label": r.label, **(flip_record(r.flip) or {})}
                     for r in cheapest_flips(run.results, flips)]
-        document = {"guard": rec.document(), "coverage": coverage_record(run.results, covered),
+        document = {"guard": rec.document(), "coverage": coverage_record(run.results, covered).document(),
                     "outcomes": outcome_counts(run.results), "cheapest_flips": cheapest, **analyses.records()}
         sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
         return

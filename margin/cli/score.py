@@ -29,7 +29,7 @@ def score(
 ) -> None:
     """Recompute results, snapshot and analyses from recorded verdicts, calling no guard."""
     from margin.reports.analyses import analyse
-    from margin.reports.observations import coverage
+    from margin.reports.observations import coverage, read_calls
     from margin.reports.tables import run_tables
     from margin.runfolder import read_records
     from margin.runs.recording.score import ScoreOptions, rescore, write_rescore
@@ -40,7 +40,7 @@ def score(
     analyses = analyse(rescored.observations, rescored.prepared.config.budget,
                        exhaustive=rescored.exhaustive, families=families())
     receipts = [line for path in inputs for line in read_records(path / "receipts.jsonl" if path.is_dir() else path)]
-    calls = coverage(receipts)
+    calls = coverage(read_calls(receipts))
     print_tables(run_tables(rescored.snapshot.data[0], rescored.results, calls if calls.candidates else None,
                              analyses, flips=flips))
     if rescored.unmatched:

@@ -23,7 +23,7 @@ from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.completeness import Coverage, missing_reason
 from margin.reports.documents import content_hash, pinned_url
 from margin.reports.effectiveness import Effect, Effects, effectiveness
-from margin.reports.observations import PromptObservations, from_receipts
+from margin.reports.observations import PromptObservations, from_receipts, read_calls
 from margin.reports.pairings import Pairings, load_pairings, mark_provisional, merge_pairings
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, observes_all, protocol_for
 from margin.reports.snapshot import SnapshotEntry, build_snapshot, measured_on, snapshot_entry
@@ -127,7 +127,7 @@ def run_evidence(run: RunDir) -> RunEvidence:
     exhaustive = observes_all(run.search)
     lines = list(run.receipts()) if exhaustive or (missing and run.receipts_path.is_file()) else []
     reason = missing_reason(lines, run.results) if missing and run.receipts_path.is_file() else None
-    observations = from_receipts(lines, run.results) if exhaustive else None
+    observations = from_receipts(read_calls(lines), run.results) if exhaustive else None
     return RunEvidence(run, Coverage.of(run.results, reason), observations)
 
 

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from margin.reports.ablation import Ablation, Change, DefenceRecord
 from margin.reports.analyses import Analyses
+from margin.reports.documents import Open
 from margin.reports.effectiveness import Effectiveness
 from margin.reports.invariance import Invariance
 from margin.reports.metrics import ONE_EDIT_TAG
@@ -105,57 +106,81 @@ def slices_table(dimension: str, slices: Mapping[str, FigureSet]) -> Table:
     return table
 
 
+class Tally(Open):
+    """Attempted against valid: asked, answered safe or unsafe, answered invalid, no output.
+    Candidates also count, where any, valid verdicts without p_unsafe and those the threshold
+    decided against the reply's text (unset otherwise: `margin report --json` leaves them out)."""
+
+    attempted: int
+    valid: int
+    invalid: int
+    no_output: int
+    without_p_unsafe: int | None = None
+    against_reply: int | None = None
+
+
+class GuardCalls(Open):
+    attempts: int  # sent to the guard
+    failed_attempts: int  # ... that produced no output (retried)
+    cache_hits: int
+
+
+class CoverageFigures(Open):
+    """The coverage table's figures: prompts per class, then (with receipts) candidates and calls."""
+
+    prompts: dict[str, Tally]
+    candidates: Tally | None = None
+    guard_calls: GuardCalls | None = None
+
+
+def coverage_record(results: Sequence[SearchResult], coverage: CallCoverage | None) -> CoverageFigures:
+    """The coverage table's figures; `document()` is `margin report --json`'s `coverage`."""
+    prompts: dict[str, Tally] = {}
+    for label in LABELS:
+        rs = [r for r in results if r.label == label]
+        scored = [r for r in rs if r.status == "scored"]
+        prompts[label] = Tally(attempted=len(rs), valid=sum(r.clean_verdict in LABELS for r in scored),
+                               invalid=sum(r.clean_verdict == "invalid" for r in scored),
+                               no_output=sum(r.status == "missing" for r in rs))
+    if coverage is None:
+        return CoverageFigures(prompts=prompts)
+    scores = {name: count for name, count in (("without_p_unsafe", coverage.unscored),
+                                              ("against_reply", coverage.contradicted)) if count}
+    return CoverageFigures(
+        prompts=prompts,
+        candidates=Tally(attempted=coverage.candidates, valid=coverage.valid, invalid=coverage.invalid,
+                         no_output=coverage.no_output, **scores),
+        guard_calls=GuardCalls(attempts=coverage.attempts, failed_attempts=coverage.failed_attempts,
+                               cache_hits=coverage.cache_hits))
+
+
+#: The rows of valid candidates whose score is unknown or disagrees with the reply, where any.
+SCORE_ROWS = (("without_p_unsafe", "candidates without p_unsafe (no logprobs held every decision label)"),
+              ("against_reply", "candidates the threshold decided against the reply's text"))
+
+
 def coverage_table(results: Sequence[SearchResult], coverage: CallCoverage | None) -> Table:
     """Attempted against valid: prompts per class, then candidates and raw guard calls."""
+    figures = coverage_record(results, coverage)
     table = Table(title="coverage")
     table.add_column("what")
     table.add_column("attempted", justify="right")
     table.add_column("valid", justify="right")
     table.add_column("invalid", justify="right")
     table.add_column("no output", justify="right")
-    for label in LABELS:
-        rs = [r for r in results if r.label == label]
-        scored = [r for r in rs if r.status == "scored"]
-        table.add_row(f"{label} prompts", str(len(rs)), str(sum(r.clean_verdict in LABELS for r in scored)),
-                      str(sum(r.clean_verdict == "invalid" for r in scored)),
-                      str(sum(r.status == "missing" for r in rs)))
-    if coverage is not None:
-        table.add_row("candidates (distinct, originals included)", str(coverage.candidates), str(coverage.valid),
-                      str(coverage.invalid), str(coverage.no_output))
-        table.add_row(f"guard call attempts (+{coverage.cache_hits} cache hits)", str(coverage.attempts),
-                      str(coverage.attempts - coverage.failed_attempts), "", str(coverage.failed_attempts))
-        for what, count in score_rows(coverage):
-            table.add_row(what, "", str(count), "", "")
+    for label, t in figures.prompts.items():
+        table.add_row(f"{label} prompts", str(t.attempted), str(t.valid), str(t.invalid), str(t.no_output))
+    candidates, calls = figures.candidates, figures.guard_calls
+    if candidates is not None and calls is not None:
+        table.add_row("candidates (distinct, originals included)", str(candidates.attempted), str(candidates.valid),
+                      str(candidates.invalid), str(candidates.no_output))
+        table.add_row(f"guard call attempts (+{calls.cache_hits} cache hits)", str(calls.attempts),
+                      str(calls.attempts - calls.failed_attempts), "", str(calls.failed_attempts))
+        for name, what in SCORE_ROWS:
+            count = getattr(candidates, name)
+            if count:
+                table.add_row(what, "", str(count), "", "")
     return table
-
-
-def score_rows(coverage: CallCoverage) -> list[tuple[str, int]]:
-    """Valid candidates whose score is unknown or disagrees with the reply (rows only where any)."""
-    rows = [("candidates without p_unsafe (no logprobs held every decision label)", coverage.unscored),
-            ("candidates the threshold decided against the reply's text", coverage.contradicted)]
-    return [(what, count) for what, count in rows if count]
-
-
-def coverage_record(results: Sequence[SearchResult], coverage: CallCoverage | None) -> dict[str, Any]:
-    """The coverage table's figures, for `margin report --json`."""
-    prompts = {}
-    for label in LABELS:
-        rs = [r for r in results if r.label == label]
-        scored = [r for r in rs if r.status == "scored"]
-        prompts[label] = {"attempted": len(rs), "valid": sum(r.clean_verdict in LABELS for r in scored),
-                          "invalid": sum(r.clean_verdict == "invalid" for r in scored),
-                          "no_output": sum(r.status == "missing" for r in rs)}
-    out: dict[str, Any] = {"prompts": prompts}
-    if coverage is not None:
-        out["candidates"] = {"attempted": coverage.candidates, "valid": coverage.valid,
-                             "invalid": coverage.invalid, "no_output": coverage.no_output}
-        out["guard_calls"] = {"attempts": coverage.attempts, "failed_attempts": coverage.failed_attempts,
-                              "cache_hits": coverage.cache_hits}
-        if coverage.unscored:
-            out["candidates"]["without_p_unsafe"] = coverage.unscored
-        if coverage.contradicted:
-            out["candidates"]["against_reply"] = coverage.contradicted
-    return out
 
 
 def cheapest_flips(results: Sequence[SearchResult], limit: int = 10) -> list[SearchResult]:

@@ -16,7 +16,6 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from margin.errors import InputError
 from margin.guards.make import describe_guard
@@ -24,7 +23,7 @@ from margin.guards.normalize import NONE, canonical, guard_texts, steps_of
 from margin.guards.served_spec import served_spec
 from margin.reports.ablation import BASELINE, Ablation, DefenceRun, ablation_record
 from margin.reports.effectiveness import effectiveness
-from margin.reports.observations import from_receipts, key_of
+from margin.reports.observations import CallLine, from_receipts, read_calls
 from margin.reports.plots import ablation_figure, heatmap_figure, save
 from margin.runfolder import dumps, read_jsonl
 from margin.runs.executing.execute import execute
@@ -96,7 +95,7 @@ def prepare_ablation(config: RunConfig, defences: Iterable[Defence]) -> list[tup
     return prepared
 
 
-def decoded_calls(prepared: PreparedRun, receipts: Iterable[Mapping[str, Any]], normalize: str | None) -> int:
+def decoded_calls(prepared: PreparedRun, calls: Iterable[CallLine], normalize: str | None) -> int:
     """Texts `decode` adds for every candidate the run asked about (the same whatever was
     cached or retried): each decoded text is one more guard call in deployment."""
     if normalize is None or "decode" not in steps_of(normalize):
@@ -105,7 +104,7 @@ def decoded_calls(prepared: PreparedRun, receipts: Iterable[Mapping[str, Any]], 
     texts = {(c.prompt_id, c.transform, c.strength, c.seed): c.text
              for p in prepared.prompts for c in prepared.all_candidates(p)}
     texts.update({(p.id, None, None, seed): original_candidate(p, seed).text for p in prepared.prompts})
-    asked = {key_of(line) for line in receipts if line.get("kind") == "call"}
+    asked = {call.key for call in calls}
     return sum(len(guard_texts(texts[key], normalize)) - 1 for key in asked if key in texts)
 
 
@@ -169,14 +168,14 @@ def _run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
         on_start(defence, index, len(prepared))
         folder = out_dir / safe_name(defence.label)  # a defence's canonical name, checked as any path part
         outcome = run_one(run, folder, resume and folder.is_dir())
-        receipts = list(read_jsonl(folder / "receipts.jsonl"))
+        calls = read_calls(read_jsonl(folder / "receipts.jsonl"))
         exhaustive = run.strategy.observes_all
         runs.append(DefenceRun(
             defence=defence.label, normalize=defence.normalize, run_dir=defence.label,
             record=outcome.snapshot.data[0], results=outcome.results,
-            effects=effectiveness(from_receipts(receipts, outcome.results), families) if exhaustive else None,
+            effects=effectiveness(from_receipts(calls, outcome.results), families) if exhaustive else None,
             guard_calls=sum(r.guard_calls for r in outcome.results),
-            decoded_calls=decoded_calls(run, receipts, defence.normalize)))
+            decoded_calls=decoded_calls(run, calls, defence.normalize)))
         outcomes.append(outcome)
     base = prepared[0][1]
     measured = provenance(base.record, len(base.prompts)).model_copy(

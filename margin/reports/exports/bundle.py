@@ -161,7 +161,7 @@ def policy_outcomes(results: Sequence[SearchResult], observations: Sequence[Prom
 def load_bundle(run_dir: Path, dataset: Path | None = None) -> ExportRun:
     """What every export reads of the finished run in `run_dir`; `dataset` is the run's dataset
     file where it is not where run.json says."""
-    from margin.reports.observations import from_receipts
+    from margin.reports.observations import from_receipts, read_calls
     from margin.reports.protocols import observes_all
     from margin.reports.snapshot import record, snapshot_entry
     from margin.reports.snapshot_schema import Evaluation
@@ -171,7 +171,7 @@ def load_bundle(run_dir: Path, dataset: Path | None = None) -> ExportRun:
     run = load_run(run_dir)
     created = snapshot_time(run_dir)
     texts = prompt_texts(run.record, dataset)
-    observations = from_receipts(run.receipts(), run.results) if run.receipts_path.is_file() else []
+    observations = from_receipts(read_calls(run.receipts()), run.results) if run.receipts_path.is_file() else []
     exhaustive = observes_all(run.search) and bool(observations) and all(o.complete for o in observations)
     families = transform_families()
     outcomes, method = family_outcomes(run.results, observations, families, exhaustive=exhaustive)
