@@ -117,7 +117,7 @@ def run_defences(prepared: list[Any], out: Any, name: str, max_missing: float, r
                 outcome = run_ablation(prepared, out_dir, families=families(), execute_one=one, resume=resume,
                                        on_start=start)
                 if as_json:  # a Ctrl-C while it prints still says --resume
-                    sys.stdout.write(json.dumps(outcome.record, ensure_ascii=False) + "\n")
+                    sys.stdout.write(json.dumps(outcome.record.document(), ensure_ascii=False) + "\n")
                 else:
                     print_tables(ablation_tables(outcome.record))
                     console.print(f"wrote {out_dir}/: one run folder per defence, "

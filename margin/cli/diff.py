@@ -50,7 +50,7 @@ def diff(
     side_a, side_b = load_pair(a, b)
     document = diff_document(side_a, side_b, families())
     if as_json:
-        sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(dataclasses.asdict(document), ensure_ascii=False) + "\n")
         return
     print_tables(diff_tables(document, limit=prompts))
 
@@ -79,7 +79,7 @@ def check(
     verdict = judge(document, max_drop=max_drop, min_balanced=min_balanced, per_class=per_class)
     if as_json:
         findings = [dataclasses.asdict(f) for f in verdict.findings]
-        sys.stdout.write(json.dumps({"passed": verdict.passed, "findings": findings, "diff": document},
+        sys.stdout.write(json.dumps({"passed": verdict.passed, "findings": findings, "diff": dataclasses.asdict(document)},
                                     ensure_ascii=False) + "\n")
     else:
         for line in explain(document, verdict):

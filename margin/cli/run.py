@@ -122,10 +122,11 @@ def run_and_summarise(config: Any, resume: Path | None, out: Path | None) -> Any
         print_summary(outcome)  # a Ctrl-C while it prints still says where the run is
         normalize = prepared.spec.normalize if prepared.spec is not None else None
         if normalize is not None and "decode" in normalize.split("+"):
+            from margin.reports.observations import read_calls
             from margin.runfolder import read_jsonl
             from margin.runs.ablate import decoded_calls
 
-            extra = decoded_calls(prepared, read_jsonl(out_dir / "receipts.jsonl"), normalize)
+            extra = decoded_calls(prepared, read_calls(read_jsonl(out_dir / "receipts.jsonl")), normalize)
             asked = sum(r.guard_calls for r in outcome.results)
             console.print(f"decode: the guard also read {extra:,} decoded texts for the {asked:,} candidates "
                           f"asked about ({asked + extra:,} guard reads in deployment)")

@@ -28,8 +28,8 @@ def score(
     flips: Annotated[int, typer.Option(help="cheapest flips to list")] = 10,
 ) -> None:
     """Recompute results, snapshot and analyses from recorded verdicts, calling no guard."""
-    from margin.reports.analyses import analyse, analysis_files
-    from margin.reports.observations import coverage
+    from margin.reports.analyses import analyse
+    from margin.reports.observations import coverage, read_calls
     from margin.reports.tables import run_tables
     from margin.runfolder import read_records
     from margin.runs.recording.score import ScoreOptions, rescore, write_rescore
@@ -40,7 +40,7 @@ def score(
     analyses = analyse(rescored.observations, rescored.prepared.config.budget,
                        exhaustive=rescored.exhaustive, families=families())
     receipts = [line for path in inputs for line in read_records(path / "receipts.jsonl" if path.is_dir() else path)]
-    calls = coverage(receipts)
+    calls = coverage(read_calls(receipts))
     print_tables(run_tables(rescored.snapshot.data[0], rescored.results, calls if calls.candidates else None,
                              analyses, flips=flips))
     if rescored.unmatched:
@@ -52,14 +52,12 @@ def score(
                       f"rescored results differ from the run's for {len(rescored.differs_from_run)} prompts, "
                       f"e.g. {rescored.differs_from_run[:5]}")
     if out is not None:
-        written = write_rescore(rescored, out, analysis_files(analyses))
-        if "effectiveness" in analyses:
-            from margin.reports.effectiveness import effectiveness
+        written = write_rescore(rescored, out, analyses.files())
+        if analyses.effectiveness is not None:
             from margin.reports.plots import heatmap_figure, save
             from margin.reports.publish import effectiveness_grid
 
-            per_transform, _ = effectiveness(rescored.observations, families())
-            rows, columns, values = effectiveness_grid({rescored.guard.id: per_transform})
+            rows, columns, values = effectiveness_grid({rescored.guard.id: analyses.effectiveness.transforms})
             written += save(heatmap_figure(rows, columns, values, f"{rescored.guard.id}: flip rate per transform"),
                             out / "effectiveness")
         console.print(f"wrote {out}/ ({', '.join(p.name for p in written)})")

@@ -9,13 +9,14 @@ per-prompt results, so a side given as a snapshot gives the unpaired interval in
 over the two sides' own intervals, wider than the paired one since it ignores that both
 sides saw the same prompts (conservative).
 
-Pure: sides come in, one JSON-ready document goes out.
+Pure: sides come in, one `DiffDocument` goes out; `dataclasses.asdict` of it is the JSON.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy as np
 from margin.reports.bootstrap import (
     FIGURES,
     BootstrapSpec,
+    Difference,
     class_counts,
     paired_differences,
     percentile_interval,
@@ -30,8 +32,7 @@ from margin.reports.bootstrap import (
 from margin.reports.metrics import slice_groups
 from margin.reports.sides import Side
 from margin.reports.snapshot_schema import Headline
-from margin.runfolder import flip_record
-from margin.types import LABELS, SearchResult
+from margin.types import LABELS, Flip, Label, SearchResult, VerdictLabel
 
 PAIRED = "paired bootstrap: each replicate resamples the prompts once (within class) for both sides"
 UNPAIRED = ("unpaired: MOVER over the two sides' own intervals (a snapshot has no per-prompt results; "
@@ -44,38 +45,60 @@ def unpaired(a: float, a_ci: Sequence[float], b: float, b_ci: Sequence[float]) -
     return [d - math.hypot(b - b_ci[0], a_ci[1] - a), d + math.hypot(b_ci[1] - b, a - a_ci[0])]
 
 
-def _side_figure(rec: Headline, name: str) -> dict[str, Any]:
-    return {"value": rec.figure(name), "interval": rec.interval(name)}
+@dataclass(frozen=True)
+class SideFigure:
+    """One side's figure with its own interval."""
+
+    value: float | None
+    interval: list[float] | None
+
+
+@dataclass(frozen=True)
+class FigureChange:
+    """A figure on both sides and B - A with its interval (None where undefined on a side);
+    `moves`: the interval leaves out 0."""
+
+    a: SideFigure
+    b: SideFigure
+    difference: float | None = None
+    interval: list[float] | None = None
+    moves: bool | None = None
+
+
+def _side_figure(rec: Headline, name: str) -> SideFigure:
+    return SideFigure(rec.figure(name), rec.interval(name))
 
 
 def figure_rows(rec_a: Headline, rec_b: Headline,
-                paired: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+                paired: Mapping[str, Difference | None] | None) -> dict[str, FigureChange]:
     """Per figure: both sides and B - A, from `paired` (paired_differences) when given."""
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, FigureChange] = {}
     for name in FIGURES:
         a, b = _side_figure(rec_a, name), _side_figure(rec_b, name)
-        row: dict[str, Any] = {"a": a, "b": b, "difference": None, "interval": None, "moves": None}
+        row = FigureChange(a, b)
         if paired is not None:
             diff = paired.get(name)
             if diff is not None:
-                row.update(difference=diff.value, interval=diff.interval.as_list(), moves=diff.moves)
-        elif a["value"] is not None and b["value"] is not None and a["interval"] and b["interval"]:
-            interval = unpaired(a["value"], a["interval"], b["value"], b["interval"])
-            row.update(difference=b["value"] - a["value"], interval=interval,
-                       moves=interval[0] > 0 or interval[1] < 0)
+                row = FigureChange(a, b, diff.value, diff.interval.as_list(), diff.moves)
+        elif a.value is not None and b.value is not None and a.interval and b.interval:
+            interval = unpaired(a.value, a.interval, b.value, b.interval)
+            row = FigureChange(a, b, b.value - a.value, interval, interval[0] > 0 or interval[1] < 0)
         rows[name] = row
     return rows
 
 
-def slice_rows(a: Side, b: Side, budget: float, spec: BootstrapSpec) -> dict[str, dict[str, Any]]:
+SliceChanges = dict[str, dict[str, dict[str, FigureChange]]]  # dimension -> value -> figure -> change
+
+
+def slice_rows(a: Side, b: Side, budget: float, spec: BootstrapSpec) -> SliceChanges:
     """Per slice dimension and value, the figures of both sides and B - A."""
-    out: dict[str, dict[str, Any]] = {}
+    out: SliceChanges = {}
     slices_a, slices_b = a.record.slices, b.record.slices
     groups_a = slice_groups(a.results) if a.results is not None else None
     groups_b = slice_groups(b.results) if b.results is not None else None
     for dimension in sorted(set(slices_a) & set(slices_b), key=lambda d: (d != "type", d)):
         values = sorted(set(slices_a[dimension]) & set(slices_b[dimension]))
-        rows: dict[str, Any] = {}
+        rows: dict[str, dict[str, FigureChange]] = {}
         for value in values:
             paired = None
             if groups_a is not None and groups_b is not None:
@@ -101,11 +124,24 @@ def paired_share(in_a: np.ndarray, in_b: np.ndarray, spec: BootstrapSpec) -> lis
     return percentile_interval(counts @ (in_b - in_a) / len(in_a), spec.level).as_list()
 
 
+@dataclass(frozen=True)
+class FamilyShare:
+    """Prompts of a class (scored on both sides) whose cheapest flip `family` holds, on each
+    side; B - A as a share of `prompts`, with its paired interval."""
+
+    family: str
+    a: int
+    b: int
+    prompts: int
+    difference: float
+    interval: list[float]
+
+
 def family_rows(a: Sequence[SearchResult], b: Sequence[SearchResult], families: Mapping[str, str],
-                spec: BootstrapSpec) -> dict[str, list[dict[str, Any]]]:
+                spec: BootstrapSpec) -> dict[str, list[FamilyShare]]:
     """Per class: for every family holding a cheapest flip on either side, the share of the
     class's prompts (scored on both sides) whose cheapest flip it holds, and B - A."""
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[FamilyShare]] = {}
     by_a = {r.prompt_id: r for r in a if r.status == "scored"}
     for label in LABELS:
         pairs = sorted(((by_a[r.prompt_id], r) for r in b
@@ -119,10 +155,9 @@ def family_rows(a: Sequence[SearchResult], b: Sequence[SearchResult], families: 
         for family in sorted(set(fam_a) | set(fam_b)):
             in_a = np.array([f == family for f in fam_a], dtype=float)
             in_b = np.array([f == family for f in fam_b], dtype=float)
-            rows.append({"family": family, "a": int(in_a.sum()), "b": int(in_b.sum()), "prompts": len(pairs),
-                         "difference": float(in_b.mean() - in_a.mean()),
-                         "interval": paired_share(in_a, in_b, spec)})
-        out[label] = sorted(rows, key=lambda r: (-abs(r["b"] - r["a"]), r["family"]))
+            rows.append(FamilyShare(family, int(in_a.sum()), int(in_b.sum()), len(pairs),
+                                    float(in_b.mean() - in_a.mean()), paired_share(in_a, in_b, spec)))
+        out[label] = sorted(rows, key=lambda r: (-abs(r.b - r.a), r.family))
     return out
 
 
@@ -133,15 +168,53 @@ def state(result: SearchResult) -> str:
     return "robust" if result.flip is None else "flipped"
 
 
-def _prompt_row(x: SearchResult, y: SearchResult, families: Mapping[str, str]) -> dict[str, Any]:
-    side = {"a": x, "b": y}
-    return {"prompt_id": x.prompt_id, "label": x.label, "type": x.type,
-            **{k: {"state": state(r), "clean_verdict": r.clean_verdict, "flip_cost": r.flip_cost,
-                   "family": flip_family(r, families), "flip": flip_record(r.flip)} for k, r in side.items()}}
+@dataclass(frozen=True)
+class PromptSide:
+    """A prompt's outcome on one side: its state, clean verdict, flip cost, the family of its
+    cheapest flip and that flip."""
+
+    state: str
+    clean_verdict: VerdictLabel | None
+    flip_cost: float | None
+    family: str
+    flip: Flip | None
+
+
+@dataclass(frozen=True)
+class PromptChange:
+    prompt_id: str
+    label: Label
+    type: str
+    a: PromptSide
+    b: PromptSide
+
+
+@dataclass(frozen=True)
+class FlipCosts:
+    cheaper: int
+    dearer: int
+    same: int
+
+
+@dataclass(frozen=True)
+class PromptChanges:
+    compared: int  # prompts scored on both sides
+    flip_costs: FlipCosts
+    newly_broken: list[PromptChange]
+    newly_robust: list[PromptChange]
+
+
+def _prompt_side(result: SearchResult, families: Mapping[str, str]) -> PromptSide:
+    return PromptSide(state(result), result.clean_verdict, result.flip_cost, flip_family(result, families),
+                      result.flip)
+
+
+def _prompt_row(x: SearchResult, y: SearchResult, families: Mapping[str, str]) -> PromptChange:
+    return PromptChange(x.prompt_id, x.label, x.type, _prompt_side(x, families), _prompt_side(y, families))
 
 
 def prompt_changes(a: Sequence[SearchResult], b: Sequence[SearchResult],
-                   families: Mapping[str, str]) -> dict[str, Any]:
+                   families: Mapping[str, str]) -> PromptChanges:
     """Prompts scored on both sides: newly broken (no flip within the budget on A, one on B
     or a wrong original), newly robust (the reverse), and how many flip costs moved."""
     by_a = {r.prompt_id: r for r in a if r.status == "scored"}
@@ -153,34 +226,51 @@ def prompt_changes(a: Sequence[SearchResult], b: Sequence[SearchResult],
     for x, y in pairs:
         key = "same" if y.flip_cost == x.flip_cost else "cheaper" if (y.flip_cost or 0) < (x.flip_cost or 0) else "dearer"
         costs[key] += 1
-    return {"compared": len(pairs), "flip_costs": costs, "newly_broken": broken, "newly_robust": robust}
+    return PromptChanges(len(pairs), FlipCosts(**costs), broken, robust)
 
 
-def target_of(document: Mapping[str, Any]) -> str:
-    """The turn both sides of a diff document judged (sides.require_comparable refuses two)."""
-    return str((document.get("terms") or {}).get("target") or "prompt")
+@dataclass(frozen=True)
+class DiffSide:
+    source: str  # the path as the user gave it
+    kind: str  # run or snapshot
+    guard_id: str
+
+
+@dataclass(frozen=True)
+class DiffDocument:
+    """The whole comparison, B minus A; `dataclasses.asdict` of it is `margin diff --json`
+    (fields in the order it prints them). `families` and `prompts` need two run folders."""
+
+    a: DiffSide
+    b: DiffSide
+    terms: dict[str, Any]  # what both sides share (sides.TERMS)
+    difference: str
+    method: str
+    confidence_intervals: dict[str, Any]
+    figures: dict[str, FigureChange]
+    slices: SliceChanges
+    families: dict[str, list[FamilyShare]] | None = None
+    prompts: PromptChanges | None = None
+
+    @property
+    def target(self) -> str:
+        """The turn both sides judged (sides.require_comparable refuses two)."""
+        return str(self.terms.get("target") or "prompt")
+
+
+def _diff_side(side: Side) -> DiffSide:
+    return DiffSide(side.source, side.kind, side.guard_id)
 
 
 def diff_document(a: Side, b: Side, families: Mapping[str, str],
-                  spec: BootstrapSpec | None = None) -> dict[str, Any]:
+                  spec: BootstrapSpec | None = None) -> DiffDocument:
     """The whole comparison, B minus A (sides already checked by `sides.require_comparable`)."""
     spec = spec or BootstrapSpec()
     budget = float(a.terms["budget"])
-    paired = a.results is not None and b.results is not None
-    differences = paired_differences(a.results, b.results, budget, spec) if paired else None  # type: ignore[arg-type]
-    document: dict[str, Any] = {
-        "a": {"source": a.source, "kind": a.kind, "guard_id": a.guard_id},
-        "b": {"source": b.source, "kind": b.kind, "guard_id": b.guard_id},
-        "terms": dict(a.terms),
-        "difference": "b minus a",
-        "method": PAIRED if paired else UNPAIRED,
-        "confidence_intervals": spec.describe(),
-        "figures": figure_rows(a.record, b.record, differences),
-        "slices": slice_rows(a, b, budget, spec),
-        "families": None,
-        "prompts": None,
-    }
-    if paired:
-        document["families"] = family_rows(a.results, b.results, families, spec)  # type: ignore[arg-type]
-        document["prompts"] = prompt_changes(a.results, b.results, families)  # type: ignore[arg-type]
-    return document
+    if a.results is None or b.results is None:
+        return DiffDocument(_diff_side(a), _diff_side(b), dict(a.terms), "b minus a", UNPAIRED, spec.describe(),
+                            figure_rows(a.record, b.record, None), slice_rows(a, b, budget, spec))
+    return DiffDocument(_diff_side(a), _diff_side(b), dict(a.terms), "b minus a", PAIRED, spec.describe(),
+                        figure_rows(a.record, b.record, paired_differences(a.results, b.results, budget, spec)),
+                        slice_rows(a, b, budget, spec), family_rows(a.results, b.results, families, spec),
+                        prompt_changes(a.results, b.results, families))

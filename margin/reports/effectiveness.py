@@ -79,8 +79,24 @@ def effect_record(effect: Effect) -> dict[str, object]:
         for label, e in effect.by_class.items()}}
 
 
+@dataclass(frozen=True, slots=True)
+class Effectiveness:
+    """A run's effectiveness per transform and per family (`effectiveness`'s two lists)."""
+
+    transforms: list[Effect]
+    families: list[Effect]
+
+    @classmethod
+    def of(cls, observations: Sequence[PromptObservations],
+           families: Mapping[str, str] | None = None) -> Effectiveness:
+        return cls(*effectiveness(observations, families))
+
+    def record(self) -> dict[str, object]:
+        """The JSON object (`transforms.json`, `margin report --json`, publish)."""
+        return {"transforms": [effect_record(e) for e in self.transforms],
+                "families": [effect_record(e) for e in self.families]}
+
+
 def effectiveness_record(observations: Sequence[PromptObservations],
                          families: Mapping[str, str] | None = None) -> dict[str, object]:
-    per_transform, per_family = effectiveness(observations, families)
-    return {"transforms": [effect_record(e) for e in per_transform],
-            "families": [effect_record(e) for e in per_family]}
+    return Effectiveness.of(observations, families).record()

@@ -33,6 +33,11 @@ class Figures:
             "clean_safe_accuracy": self.accuracy.get("safe"),
         }[name]
 
+    def interval(self, name: str) -> list[float] | None:
+        """A figure's interval as `[low, high]` (None where the figure is undefined)."""
+        interval = self.intervals.figures.get(name)
+        return None if interval is None else interval.as_list()
+
 
 def compute_figures(results: Sequence[SearchResult], budget: float, *, bands: bool = True,
                     spec: BootstrapSpec | None = None) -> Figures:

@@ -87,9 +87,21 @@ def row_record(row: InvarianceRow) -> dict[str, object]:
             "candidate_change_rate": row.candidate_change_rate, "fired_rate": row.fired_rate}
 
 
-def invariance_record(observations: Sequence[PromptObservations],
-                      families: Mapping[str, str] | None = None) -> dict[str, object]:
-    per_transform, per_family = invariance(observations, families)
-    return {"original": row_record(original_row(observations)),
-            "transforms": [row_record(r) for r in per_transform],
-            "families": [row_record(r) for r in per_family]}
+@dataclass(frozen=True, slots=True)
+class Invariance:
+    """A run's invariance: the originals' reference row, then a row per transform and per family."""
+
+    original: InvarianceRow
+    transforms: list[InvarianceRow]
+    families: list[InvarianceRow]
+
+    @classmethod
+    def of(cls, observations: Sequence[PromptObservations], families: Mapping[str, str] | None = None) -> Invariance:
+        per_transform, per_family = invariance(observations, families)
+        return cls(original_row(observations), per_transform, per_family)
+
+    def record(self) -> dict[str, object]:
+        """The JSON object (`transforms.json`, `margin report --json`)."""
+        return {"original": row_record(self.original),
+                "transforms": [row_record(r) for r in self.transforms],
+                "families": [row_record(r) for r in self.families]}

@@ -1,9 +1,10 @@
 """What a run observed per prompt: the original's verdict and each candidate's, with its cost.
 
 Threshold sweeps, invariance and per-transform effectiveness read these; they come either
-from a run's receipts (`from_receipts`) or from searches replayed by `margin score`.
-Receipts are read tolerantly: only `kind == "call"` lines matter, a line's non-null verdict
-is a verdict, a later verdict for the same candidate wins, and unknown fields are ignored.
+from a run's receipts (`from_receipts` of their `read_calls`) or from searches replayed by
+`margin score`. Receipts are read tolerantly: only `kind == "call"` lines matter (`CallLine`), a
+line's non-null verdict is a verdict, a later verdict for the same candidate wins, and unknown
+fields are ignored.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from margin.types import Label, SearchResult, Verdict
+from margin.types import Label, SearchResult, Verdict, VerdictLabel
 
 VerdictKey = tuple[str, str | None, str | None, int]  # prompt id, transform, strength, seed
 
@@ -40,32 +41,56 @@ class PromptObservations:
         return self.original is not None and all(v.verdict is not None for v in self.variants)
 
 
-def verdict_of(record: Mapping[str, Any]) -> Verdict | None:
-    label = record.get("verdict")
-    if label is None:
-        return None
-    p = record.get("p_unsafe")
-    return Verdict(label, None if p is None else float(p), record.get("raw") or "", record.get("reply"))
+@dataclass(frozen=True, slots=True)
+class CallLine:
+    """What a receipt's `call` line says about one attempt at a candidate's verdict."""
+
+    prompt_id: str
+    transform: str | None  # None: the original prompt
+    strength: str | None
+    seed: int
+    label: VerdictLabel | None  # None: no output on this attempt
+    p_unsafe: float | None
+    raw: str
+    reply: VerdictLabel | None  # the reply's own label, where a threshold decided against it
+    cost: float
+    attempt: int  # 0: answered without asking the guard (a cache or recorded verdict)
+    cached: bool
+
+    @property
+    def key(self) -> VerdictKey:
+        return (self.prompt_id, self.transform, self.strength, self.seed)
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return None if self.label is None else Verdict(self.label, self.p_unsafe, self.raw, self.reply)
 
 
-def key_of(record: Mapping[str, Any]) -> VerdictKey:
-    return (str(record["prompt_id"]), record.get("transform"), record.get("strength"),
-            int(record.get("seed") or 0))
-
-
-def from_receipts(lines: Iterable[Mapping[str, Any]],
-                  results: Iterable[SearchResult]) -> list[PromptObservations]:
-    """Observations for every prompt of `results` (labels and types come from there)."""
-    verdicts: dict[VerdictKey, Verdict | None] = {}
-    costs: dict[VerdictKey, float] = {}
+def read_calls(lines: Iterable[Mapping[str, Any]]) -> list[CallLine]:
+    """The `call` lines of a run's receipts (other kinds and unknown fields are left out)."""
+    calls = []
     for line in lines:
         if line.get("kind") != "call":
             continue
-        key = key_of(line)
-        verdict = verdict_of(line)
+        p = line.get("p_unsafe")
+        calls.append(CallLine(
+            prompt_id=str(line["prompt_id"]), transform=line.get("transform"), strength=line.get("strength"),
+            seed=int(line.get("seed") or 0), label=line.get("verdict"), p_unsafe=None if p is None else float(p),
+            raw=line.get("raw") or "", reply=line.get("reply"), cost=float(line.get("cost") or 0.0),
+            attempt=int(line.get("attempt") or 0), cached=bool(line.get("cached"))))
+    return calls
+
+
+def from_receipts(calls: Iterable[CallLine], results: Iterable[SearchResult]) -> list[PromptObservations]:
+    """Observations for every prompt of `results` (labels and types come from there)."""
+    verdicts: dict[VerdictKey, Verdict | None] = {}
+    costs: dict[VerdictKey, float] = {}
+    for call in calls:
+        key = call.key
+        verdict = call.verdict
         if verdict is not None or key not in verdicts:
             verdicts[key] = verdict
-        costs[key] = float(line.get("cost") or 0.0)
+        costs[key] = call.cost
     by_prompt: dict[str, list[VerdictKey]] = {}
     for key in verdicts:
         by_prompt.setdefault(key[0], []).append(key)
@@ -97,21 +122,19 @@ class CallCoverage:
     contradicted: int = 0
 
 
-def coverage(lines: Iterable[Mapping[str, Any]]) -> CallCoverage:
+def coverage(calls: Iterable[CallLine]) -> CallCoverage:
     final: dict[VerdictKey, str | None] = {}
     scores: dict[VerdictKey, tuple[bool, bool]] = {}  # (has p_unsafe, contradicts its reply)
     attempts = failed = hits = 0
-    for line in lines:
-        if line.get("kind") != "call":
-            continue
-        key = key_of(line)
-        verdict = line.get("verdict")
+    for call in calls:
+        key = call.key
+        verdict = call.label
         if verdict is not None or key not in final:
             final[key] = verdict
-            scores[key] = (line.get("p_unsafe") is not None, line.get("reply") is not None)
-        if line.get("cached"):
+            scores[key] = (call.p_unsafe is not None, call.reply is not None)
+        if call.cached:
             hits += 1
-        elif int(line.get("attempt") or 0) >= 1:
+        elif call.attempt >= 1:
             attempts += 1
             failed += verdict is None
     labels = list(final.values())

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from margin.reports.ablation import DefenceFigures
+from margin.reports.ablation import DefenceRecord
 from margin.reports.pairings import Entity, Pairings, model_order
 from margin.reports.snapshot_schema import Curves, Record
 from margin.util.display import make_visible
@@ -234,7 +234,7 @@ ABLATION_FIGURES = (("balanced_margin", "balanced margin", "#444444"),
                     ("clean_balanced_accuracy", "clean balanced accuracy %", "#9b59b6"))
 
 
-def ablation_figure(defences: Sequence[DefenceFigures], title: str = "") -> Figure:
+def ablation_figure(defences: Sequence[DefenceRecord], title: str = "") -> Figure:
     """Per defence (an `ablation.json` entry, read into its model): the margins and clean balanced accuracy with their
     95% intervals, and their change against no defence with the paired 95% interval (a margin
     gained by blocking less shows beside the accuracy it costs)."""

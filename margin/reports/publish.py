@@ -23,11 +23,11 @@ from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.completeness import Coverage, missing_reason
 from margin.reports.documents import content_hash, pinned_url
 from margin.reports.effectiveness import Effect, Effects, effectiveness
-from margin.reports.observations import PromptObservations, from_receipts
+from margin.reports.observations import PromptObservations, from_receipts, read_calls
 from margin.reports.pairings import Pairings, load_pairings, mark_provisional, merge_pairings
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, observes_all, protocol_for
 from margin.reports.snapshot import SnapshotEntry, build_snapshot, measured_on, snapshot_entry
-from margin.reports.snapshot_schema import Provenance, Record, Snapshot
+from margin.reports.snapshot_schema import Evaluation, Provenance, Record, Snapshot
 from margin.runfolder import RunDir, dumps, load_run
 from margin.util.hashing import sha256_text
 from margin.util.safefiles import atomic_write_text, check_date
@@ -127,7 +127,7 @@ def run_evidence(run: RunDir) -> RunEvidence:
     exhaustive = observes_all(run.search)
     lines = list(run.receipts()) if exhaustive or (missing and run.receipts_path.is_file()) else []
     reason = missing_reason(lines, run.results) if missing and run.receipts_path.is_file() else None
-    observations = from_receipts(lines, run.results) if exhaustive else None
+    observations = from_receipts(read_calls(lines), run.results) if exhaustive else None
     return RunEvidence(run, Coverage.of(run.results, reason), observations)
 
 
@@ -158,9 +158,10 @@ def leaderboard_entry(evidence: RunEvidence, spec: BootstrapSpec | None) -> Snap
     run = evidence.run
     made = run_provenance(run)
     return snapshot_entry(run.guard, run.results, run.budget,
-                          {"search": run.search, "seed": run.record.seed,
-                           **({"margin_version": made.margin_version, "git_commit": made.git_commit} if made else {}),
-                           **({"target": run.record.target} if run.record.target else {})},
+                          Evaluation.model_validate({
+                              "search": run.search, "seed": run.record.seed,
+                              **({"margin_version": made.margin_version, "git_commit": made.git_commit} if made else {}),
+                              **({"target": run.record.target} if run.record.target else {})}),
                           spec, coverage=evidence.coverage)
 
 
@@ -168,12 +169,11 @@ def build_leaderboard(evidence: Sequence[RunEvidence], date: dt.date, spec: Boot
                       min_coverage: float = 1.0) -> Snapshot:
     entries = [leaderboard_entry(ev, spec) for ev in evidence]
     runs = [ev.run for ev in evidence]
-    provenance = {
-        **measured_on(runs[0].record),
+    provenance = measured_on(runs[0].record).model_copy(update={
         "budget": runs[0].budget,  # as a float, as published leaderboards always wrote it
         "prompts": len(runs[0].results),
         "seeds": sorted({run.record.seed for run in runs}, key=str),
-    }
+    })
     return build_snapshot(entries, provenance, date, spec=spec, min_coverage=min_coverage)
 
 

@@ -19,7 +19,7 @@ from margin.errors import InputError
 from margin.reports.bootstrap import BootstrapSpec
 from margin.reports.protocols import protocol_for
 from margin.reports.snapshot import record, snapshot_entry
-from margin.reports.snapshot_schema import Provenance, Record, validate_snapshot
+from margin.reports.snapshot_schema import Evaluation, Provenance, Record, validate_snapshot
 from margin.runfolder import RunDir, load_run, read_json
 from margin.types import SearchResult
 
@@ -52,7 +52,7 @@ def _named(name: str | None, sha256: str | None) -> str:
 def run_side(path: Path, spec: BootstrapSpec | None = None) -> Side:
     run = load_run(path)
     entry = snapshot_entry(run.guard, run.results, run.budget,
-                           {"search": run.search, "seed": run.record.seed}, spec)
+                           Evaluation(search=run.search, seed=run.record.seed), spec)
     rec = run.record
     terms = {"target": rec.target or "prompt", "protocol": rec.protocol or protocol_for(rec.search),
              "dataset": _named(rec.dataset.name, rec.dataset.sha256),

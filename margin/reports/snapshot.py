@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from margin.reports.bootstrap import FIGURES, BootstrapSpec, Interval
+from margin.reports.bootstrap import FIGURES, BootstrapSpec
 from margin.reports.completeness import Coverage
 from margin.reports.headline import Figures, compute_figures, compute_slices
 from margin.reports.protocols import (
@@ -24,7 +24,9 @@ from margin.reports.snapshot_schema import (
     Curves,
     Evaluation,
     FigureSet,
+    Headline,
     Meta,
+    NamedRef,
     Provenance,
     Record,
     Snapshot,
@@ -65,7 +67,7 @@ class SnapshotEntry:
     figures: Figures
     coverage: Coverage
     slices: dict[str, dict[str, Figures]] = field(default_factory=dict)
-    evaluation: dict[str, Any] = field(default_factory=dict)
+    evaluation: Evaluation = field(default_factory=Evaluation)  # the run's search, seed, ... (beside the guard's)
 
     @property
     def report(self) -> MarginReport:
@@ -73,32 +75,23 @@ class SnapshotEntry:
 
 
 def snapshot_entry(guard: GuardInfo, results: Sequence[SearchResult], budget: float,
-                   evaluation: dict[str, Any] | None = None,
+                   evaluation: Evaluation | None = None,
                    spec: BootstrapSpec | None = None, coverage: Coverage | None = None) -> SnapshotEntry:
     """Figures, intervals, slices and coverage of one guard's results, ready for `build_snapshot`;
+    `evaluation` what the run adds to the guard's (its JSON object is read into the model too);
     `coverage` is `Coverage.of` the results with the reason their receipts give, where read."""
     coverage = coverage or Coverage.of(results, None)
     return SnapshotEntry(guard, compute_figures(results, budget, spec=spec), coverage,
-                         compute_slices(results, budget, spec=spec), dict(evaluation or {}))
+                         compute_slices(results, budget, spec=spec),
+                         Evaluation() if evaluation is None else Evaluation.model_validate(evaluation))
 
 
-def guard_evaluation(guard: GuardInfo) -> dict[str, Any]:
-    return {
-        "checkpoint": guard.checkpoint,
-        "revision": guard.revision,
-        "backend": guard.backend,
-        "family": guard.family,
-        "template": guard.template,
-        "template_sha256": guard.template_sha256,
-        "threshold": guard.threshold,
-        "params": dict(guard.params),
-        "caveats": list(guard.caveats),
-        **({"scope": guard.scope} if guard.scope else {}),
-    }
-
-
-def interval_record(interval: Interval | None) -> list[float] | None:
-    return None if interval is None else interval.as_list()
+def guard_evaluation(guard: GuardInfo) -> Evaluation:
+    """The guard's identity as a record's `evaluation` states it (`scope` only where it has one)."""
+    evaluation = Evaluation(checkpoint=guard.checkpoint, revision=guard.revision, backend=guard.backend,
+                            family=guard.family, template=guard.template, template_sha256=guard.template_sha256,
+                            threshold=guard.threshold, params=dict(guard.params), caveats=list(guard.caveats))
+    return evaluation.model_copy(update={"scope": guard.scope}) if guard.scope else evaluation
 
 
 def curves_of(figures: Figures, bands: bool) -> Curves:
@@ -110,29 +103,30 @@ def curves_of(figures: Figures, bands: bool) -> Curves:
     return Curves(**fields)
 
 
-def headline(figures: Figures) -> dict[str, Any]:
+def headline(figures: Figures) -> Headline:
     """The headline figures, their intervals and clean accuracy per class."""
-    return {**{name: figures.point(name) for name in HEADLINE_FIGURES},
-            "confidence_intervals": {name: interval_record(figures.intervals.figures.get(name)) for name in FIGURES},
-            "clean_accuracy": dict(figures.accuracy)}
+    return Headline(**{name: figures.point(name) for name in HEADLINE_FIGURES},
+                    confidence_intervals={name: figures.interval(name) for name in FIGURES},
+                    clean_accuracy=dict(figures.accuracy))
 
 
 def figure_set(figures: Figures, *, bands: bool = True) -> FigureSet:
     """Headline figures, their intervals, clean accuracy per class, coverage and curves."""
     report = figures.report
-    return FigureSet(**headline(figures), coverage=Coverage(scored=report.n, missing=report.missing),
+    return FigureSet(**dict(headline(figures)), coverage=Coverage(scored=report.n, missing=report.missing),
                      curves=curves_of(figures, bands))
 
 
 def record(entry: SnapshotEntry, rank: int | None, protocol: ProtocolId = STANDARD_PROTOCOL) -> Record:
     """One guard's snapshot record; `rank` None for a guard that is not ranked (incomplete).
     An adaptive record says its costs are upper bounds (a caveat and `upper_bound`)."""
-    evaluation = {**guard_evaluation(entry.guard), **entry.evaluation}
+    # The guard's fields, then the run's: set fields only, so the record writes what it always wrote.
+    evaluation = {**guard_evaluation(entry.guard).document(), **entry.evaluation.document()}
     if protocol == ADAPTIVE_PROTOCOL:
         evaluation["caveats"] = [*evaluation["caveats"], ADAPTIVE_CAVEAT]
         evaluation["upper_bound"] = True
     return Record(
-        id=entry.guard.id, rank=rank, **headline(entry.figures), evaluation=Evaluation(**evaluation),
+        id=entry.guard.id, rank=rank, **dict(headline(entry.figures)), evaluation=Evaluation(**evaluation),
         coverage=entry.coverage,
         curves=curves_of(entry.figures, bands=True),
         slices={dimension: {value: figure_set(f, bands=False) for value, f in values.items()}
@@ -140,17 +134,18 @@ def record(entry: SnapshotEntry, rank: int | None, protocol: ProtocolId = STANDA
     )
 
 
-def measured_on(record: RunRecord) -> dict[str, Any]:
+def measured_on(record: RunRecord) -> Provenance:
     """What a snapshot's `meta.provenance` says was measured, from the run record: a run's own
-    snapshot and publish's leaderboard both start from it (and add what is theirs after it)."""
-    return {
-        "dataset": {"name": record.dataset.name, "sha256": record.dataset.sha256},
-        "suite": {"name": record.suite.name, "sha256": record.suite.sha256},
-        "budget": record.budget,
-        "cost_norm": record.cost_norm,
-        "corpus_mean_length": record.corpus_mean_length,
+    snapshot and publish's leaderboard both start from it (and add what is theirs after it,
+    `model_copy(update=...)`: fields they add come after these, as the file writes them)."""
+    return Provenance(
+        dataset=NamedRef(name=record.dataset.name, sha256=record.dataset.sha256),
+        suite=NamedRef(name=record.suite.name, sha256=record.suite.sha256),
+        budget=record.budget,
+        cost_norm=record.cost_norm,
+        corpus_mean_length=record.corpus_mean_length,
         **({"target": record.target} if record.target else {}),  # costs are per 100 characters of these turns
-    }
+    )
 
 
 def rank_key(entry: SnapshotEntry) -> tuple[float, str]:
@@ -163,11 +158,13 @@ def is_ranked(entry: SnapshotEntry, min_coverage: float) -> bool:
     return entry.coverage.meets(min_coverage) and any(entry.report.n.values())
 
 
-def build_snapshot(entries: Sequence[SnapshotEntry], provenance: dict[str, Any],
+def build_snapshot(entries: Sequence[SnapshotEntry], provenance: Provenance,
                    date: dt.date | None = None, *, snapshot_url: str | None = None,
                    spec: BootstrapSpec | None = None, min_coverage: float = 1.0,
                    protocol: ProtocolId = STANDARD_PROTOCOL) -> Snapshot:
-    """Ranked guards by balanced margin, then the unranked (incomplete) ones by id, rank null."""
+    """Ranked guards by balanced margin, then the unranked (incomplete) ones by id, rank null;
+    `provenance` what was measured (its JSON object is read into the model too), to which the
+    snapshot adds the margin version and commit that built it."""
     ranked = sorted((e for e in entries if is_ranked(e, min_coverage)), key=rank_key)
     unranked = sorted((e for e in entries if not is_ranked(e, min_coverage)), key=lambda e: e.guard.id)
     meta = Meta(
@@ -177,7 +174,8 @@ def build_snapshot(entries: Sequence[SnapshotEntry], provenance: dict[str, Any],
         units=UNITS,
         methodology=METHODOLOGY + (ADAPTIVE_METHODOLOGY if protocol == ADAPTIVE_PROTOCOL else ""),
         confidence_intervals=(spec or BootstrapSpec()).describe(),
-        provenance=Provenance(margin_version=margin_version(), git_commit=git_commit(), **provenance),
+        provenance=Provenance.model_validate(provenance).model_copy(
+            update={"margin_version": margin_version(), "git_commit": git_commit()}),
         min_coverage=min_coverage,
     )
     data = ([record(entry, rank, protocol) for rank, entry in enumerate(ranked, start=1)]

@@ -112,21 +112,37 @@ def has_probabilities(observations: Sequence[PromptObservations]) -> bool:
     return seen
 
 
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """The figures at each threshold and the originals' average precision."""
+
+    points: list[SweepPoint]
+    originals: OriginalsAP
+
+    @classmethod
+    def of(cls, observations: Sequence[PromptObservations], budget: float,
+           thresholds: Sequence[float] = THRESHOLDS, spec: BootstrapSpec | None = None) -> Sweep:
+        return cls(sweep(observations, budget, thresholds, spec), originals_average_precision(observations))
+
+    def record(self) -> dict[str, object]:
+        """The JSON object (`sweep.json`, `margin report --json`)."""
+        rows = []
+        for point in self.points:
+            f = point.figures
+            rows.append({
+                "threshold": point.threshold,
+                **{name: f.point(name) for name in FIGURES},
+                "confidence_intervals": {name: f.interval(name) for name in FIGURES},
+                "coverage": {"scored": f.report.n, "missing": f.report.missing},
+            })
+        ap = self.originals
+        return {"rule": "unsafe when p_unsafe >= threshold; invalid stays invalid",
+                "average_precision": {"originals": ap.average_precision, "scored": ap.scored,
+                                      "unscored": ap.unscored},
+                "thresholds": rows}
+
+
 def sweep_record(observations: Sequence[PromptObservations], budget: float,
                  thresholds: Sequence[float] = THRESHOLDS, spec: BootstrapSpec | None = None) -> dict[str, object]:
     """The sweep and the originals' average precision, ready for JSON."""
-    ap = originals_average_precision(observations)
-    rows = []
-    for point in sweep(observations, budget, thresholds, spec):
-        f = point.figures
-        rows.append({
-            "threshold": point.threshold,
-            **{name: f.point(name) for name in FIGURES},
-            "confidence_intervals": {name: (None if (i := f.intervals.figures.get(name)) is None else i.as_list())
-                                     for name in FIGURES},
-            "coverage": {"scored": f.report.n, "missing": f.report.missing},
-        })
-    return {"rule": "unsafe when p_unsafe >= threshold; invalid stays invalid",
-            "average_precision": {"originals": ap.average_precision, "scored": ap.scored,
-                                  "unscored": ap.unscored},
-            "thresholds": rows}
+    return Sweep.of(observations, budget, thresholds, spec).record()

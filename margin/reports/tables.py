@@ -1,7 +1,7 @@
 """Rich tables for `margin report`, `margin score` and `margin publish`.
 
-Every builder reads what a JSON file holds (a snapshot record as its model, analysis records,
-results), so a table shows exactly those numbers. Intervals print as `value [low, high]`.
+Every builder reads the models a JSON file is written from (a snapshot record, the analyses,
+the ablation, results), so a table shows exactly those numbers. Intervals print as `value [low, high]`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,15 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from margin.reports.completeness import Coverage
+from margin.reports.ablation import Ablation, Change, DefenceRecord
+from margin.reports.analyses import Analyses
+from margin.reports.documents import Open
+from margin.reports.effectiveness import Effectiveness
+from margin.reports.invariance import Invariance
 from margin.reports.metrics import ONE_EDIT_TAG
 from margin.reports.observations import CallCoverage
 from margin.reports.snapshot_schema import FigureSet, Record, Snapshot
+from margin.reports.sweep import Sweep
 from margin.types import HEADLINE_FIGURES, LABELS, SearchResult
 from margin.util.display import make_visible
 
@@ -101,57 +106,81 @@ def slices_table(dimension: str, slices: Mapping[str, FigureSet]) -> Table:
     return table
 
 
+class Tally(Open):
+    """Attempted against valid: asked, answered safe or unsafe, answered invalid, no output.
+    Candidates also count, where any, valid verdicts without p_unsafe and those the threshold
+    decided against the reply's text (unset otherwise: `margin report --json` leaves them out)."""
+
+    attempted: int
+    valid: int
+    invalid: int
+    no_output: int
+    without_p_unsafe: int | None = None
+    against_reply: int | None = None
+
+
+class GuardCalls(Open):
+    attempts: int  # sent to the guard
+    failed_attempts: int  # ... that produced no output (retried)
+    cache_hits: int
+
+
+class CoverageFigures(Open):
+    """The coverage table's figures: prompts per class, then (with receipts) candidates and calls."""
+
+    prompts: dict[str, Tally]
+    candidates: Tally | None = None
+    guard_calls: GuardCalls | None = None
+
+
+def coverage_record(results: Sequence[SearchResult], coverage: CallCoverage | None) -> CoverageFigures:
+    """The coverage table's figures; `document()` is `margin report --json`'s `coverage`."""
+    prompts: dict[str, Tally] = {}
+    for label in LABELS:
+        rs = [r for r in results if r.label == label]
+        scored = [r for r in rs if r.status == "scored"]
+        prompts[label] = Tally(attempted=len(rs), valid=sum(r.clean_verdict in LABELS for r in scored),
+                               invalid=sum(r.clean_verdict == "invalid" for r in scored),
+                               no_output=sum(r.status == "missing" for r in rs))
+    if coverage is None:
+        return CoverageFigures(prompts=prompts)
+    scores = {name: count for name, count in (("without_p_unsafe", coverage.unscored),
+                                              ("against_reply", coverage.contradicted)) if count}
+    return CoverageFigures(
+        prompts=prompts,
+        candidates=Tally(attempted=coverage.candidates, valid=coverage.valid, invalid=coverage.invalid,
+                         no_output=coverage.no_output, **scores),
+        guard_calls=GuardCalls(attempts=coverage.attempts, failed_attempts=coverage.failed_attempts,
+                               cache_hits=coverage.cache_hits))
+
+
+#: The rows of valid candidates whose score is unknown or disagrees with the reply, where any.
+SCORE_ROWS = (("without_p_unsafe", "candidates without p_unsafe (no logprobs held every decision label)"),
+              ("against_reply", "candidates the threshold decided against the reply's text"))
+
+
 def coverage_table(results: Sequence[SearchResult], coverage: CallCoverage | None) -> Table:
     """Attempted against valid: prompts per class, then candidates and raw guard calls."""
+    figures = coverage_record(results, coverage)
     table = Table(title="coverage")
     table.add_column("what")
     table.add_column("attempted", justify="right")
     table.add_column("valid", justify="right")
     table.add_column("invalid", justify="right")
     table.add_column("no output", justify="right")
-    for label in LABELS:
-        rs = [r for r in results if r.label == label]
-        scored = [r for r in rs if r.status == "scored"]
-        table.add_row(f"{label} prompts", str(len(rs)), str(sum(r.clean_verdict in LABELS for r in scored)),
-                      str(sum(r.clean_verdict == "invalid" for r in scored)),
-                      str(sum(r.status == "missing" for r in rs)))
-    if coverage is not None:
-        table.add_row("candidates (distinct, originals included)", str(coverage.candidates), str(coverage.valid),
-                      str(coverage.invalid), str(coverage.no_output))
-        table.add_row(f"guard call attempts (+{coverage.cache_hits} cache hits)", str(coverage.attempts),
-                      str(coverage.attempts - coverage.failed_attempts), "", str(coverage.failed_attempts))
-        for what, count in score_rows(coverage):
-            table.add_row(what, "", str(count), "", "")
+    for label, t in figures.prompts.items():
+        table.add_row(f"{label} prompts", str(t.attempted), str(t.valid), str(t.invalid), str(t.no_output))
+    candidates, calls = figures.candidates, figures.guard_calls
+    if candidates is not None and calls is not None:
+        table.add_row("candidates (distinct, originals included)", str(candidates.attempted), str(candidates.valid),
+                      str(candidates.invalid), str(candidates.no_output))
+        table.add_row(f"guard call attempts (+{calls.cache_hits} cache hits)", str(calls.attempts),
+                      str(calls.attempts - calls.failed_attempts), "", str(calls.failed_attempts))
+        for name, what in SCORE_ROWS:
+            count = getattr(candidates, name)
+            if count:
+                table.add_row(what, "", str(count), "", "")
     return table
-
-
-def score_rows(coverage: CallCoverage) -> list[tuple[str, int]]:
-    """Valid candidates whose score is unknown or disagrees with the reply (rows only where any)."""
-    rows = [("candidates without p_unsafe (no logprobs held every decision label)", coverage.unscored),
-            ("candidates the threshold decided against the reply's text", coverage.contradicted)]
-    return [(what, count) for what, count in rows if count]
-
-
-def coverage_record(results: Sequence[SearchResult], coverage: CallCoverage | None) -> dict[str, Any]:
-    """The coverage table's figures, for `margin report --json`."""
-    prompts = {}
-    for label in LABELS:
-        rs = [r for r in results if r.label == label]
-        scored = [r for r in rs if r.status == "scored"]
-        prompts[label] = {"attempted": len(rs), "valid": sum(r.clean_verdict in LABELS for r in scored),
-                          "invalid": sum(r.clean_verdict == "invalid" for r in scored),
-                          "no_output": sum(r.status == "missing" for r in rs)}
-    out: dict[str, Any] = {"prompts": prompts}
-    if coverage is not None:
-        out["candidates"] = {"attempted": coverage.candidates, "valid": coverage.valid,
-                             "invalid": coverage.invalid, "no_output": coverage.no_output}
-        out["guard_calls"] = {"attempts": coverage.attempts, "failed_attempts": coverage.failed_attempts,
-                              "cache_hits": coverage.cache_hits}
-        if coverage.unscored:
-            out["candidates"]["without_p_unsafe"] = coverage.unscored
-        if coverage.contradicted:
-            out["candidates"]["against_reply"] = coverage.contradicted
-    return out
 
 
 def cheapest_flips(results: Sequence[SearchResult], limit: int = 10) -> list[SearchResult]:
@@ -194,42 +223,41 @@ def one_edit_table(results: Sequence[SearchResult]) -> Table | None:
     return table
 
 
-def invariance_table(record: Mapping[str, Any], level: str = "transforms") -> Table:
+def invariance_table(invariance: Invariance, level: str = "transforms") -> Table:
     table = Table(title=f"invariance per {_singular(level)} (no gold labels; fired = share read unsafe)")
     for column in ("transform" if level == "transforms" else "family", "prompts", "changed", "lost", "gained",
                    "candidates changed", "fired"):
         table.add_column(column, justify="left" if column in ("transform", "family") else "right")
-    rows = [record["original"], *record[level]] if level == "transforms" else record[level]
+    rows = [invariance.original, *invariance.transforms] if level == "transforms" else invariance.families
     for r in rows:
-        table.add_row(r["name"], str(r["prompts"]), share(r["change_rate"]), str(r["lost"]), str(r["gained"]),
-                      share(r["candidate_change_rate"]), share(r["fired_rate"]))
+        table.add_row(r.name, str(r.prompts), share(r.change_rate), str(r.lost), str(r.gained),
+                      share(r.candidate_change_rate), share(r.fired_rate))
     return table
 
 
-def effectiveness_table(record: Mapping[str, Any], level: str = "transforms") -> Table:
+def effectiveness_table(effectiveness: Effectiveness, level: str = "transforms") -> Table:
     table = Table(title=f"effectiveness per {_singular(level)}: flip rate (median flip cost) among prompts right originally")
     table.add_column("transform" if level == "transforms" else "family")
     for label in (*LABELS, "all"):
         table.add_column(label, justify="right")
-    for r in record[level]:
+    for r in effectiveness.transforms if level == "transforms" else effectiveness.families:
         cells = []
         for label in (*LABELS, "all"):
-            e = r[label]
-            cells.append("—" if e["flip_rate"] is None else
-                         f"{share(e['flip_rate'])} ({fmt(e['median_flip_cost'])}) of {e['eligible']}")
-        table.add_row(r["name"], *cells)
+            e = r.by_class[label]
+            cells.append("—" if e.flip_rate is None else f"{share(e.flip_rate)} ({fmt(e.median_cost)}) of {e.eligible}")
+        table.add_row(r.name, *cells)
     return table
 
 
-def sweep_table(record: Mapping[str, Any]) -> Table:
-    ap = record["average_precision"]
+def sweep_table(sweep: Sweep) -> Table:
+    ap = sweep.originals
     table = Table(title=f"threshold sweep (unsafe when p_unsafe >= t); average precision on originals "
-                        f"{fmt(ap['originals'], 3)} over {ap['scored']} scored")
+                        f"{fmt(ap.average_precision, 3)} over {ap.scored} scored")
     for column in ("t", "balanced", "unsafe", "safe", "clean bal. acc. %"):
         table.add_column(column, justify="right")
-    for r in record["thresholds"]:
-        cis = r["confidence_intervals"]
-        table.add_row(f"{r['threshold']:.2f}", *(with_ci(r[n], cis.get(n)) for n in HEADLINE_FIGURES))
+    for point in sweep.points:
+        f = point.figures
+        table.add_row(f"{point.threshold:.2f}", *(with_ci(f.point(n), f.interval(n)) for n in HEADLINE_FIGURES))
     return table
 
 
@@ -251,7 +279,7 @@ def integral_table(scores: Sequence[Any], datasets: Sequence[str], groups: Seque
 
 
 def run_tables(record: Record, results: Sequence[SearchResult], coverage: CallCoverage | None,
-               analyses: Mapping[str, Any], *, flips: int = 10) -> list[Table]:
+               analyses: Analyses, *, flips: int = 10) -> list[Table]:
     """Everything `margin report` shows for one run, in reading order."""
     tables = [margins_table(record)]
     tables += [slices_table(dimension, values) for dimension, values in record.slices.items()]
@@ -259,13 +287,12 @@ def run_tables(record: Record, results: Sequence[SearchResult], coverage: CallCo
     bound = one_edit_table(results)
     if bound is not None:
         tables.append(bound)
-    if "invariance" in analyses:
-        tables += [invariance_table(analyses["invariance"]), invariance_table(analyses["invariance"], "families")]
-    if "effectiveness" in analyses:
-        tables += [effectiveness_table(analyses["effectiveness"]),
-                   effectiveness_table(analyses["effectiveness"], "families")]
-    if "sweep" in analyses:
-        tables.append(sweep_table(analyses["sweep"]))
+    if analyses.invariance is not None:
+        tables += [invariance_table(analyses.invariance), invariance_table(analyses.invariance, "families")]
+    if analyses.effectiveness is not None:
+        tables += [effectiveness_table(analyses.effectiveness), effectiveness_table(analyses.effectiveness, "families")]
+    if analyses.sweep is not None:
+        tables.append(sweep_table(analyses.sweep))
     return tables
 
 
@@ -277,73 +304,72 @@ ABLATION_COLUMNS = (("balanced_margin", "balanced"), ("unsafe_margin", "unsafe")
                     ("clean_balanced_accuracy", "clean bal. acc. %"))
 
 
-def change_cell(change: Mapping[str, Any] | None) -> str:
+def change_cell(change: Change | None) -> str:
     """`+1.23 [0.40, 2.10] *`: the change with its paired interval, starred when it leaves out 0."""
     if change is None:
         return "—"
-    low, high = change["interval"]
-    return f"{change['difference']:+.2f} [{low:+.2f}, {high:+.2f}]" + (" *" if change["moves"] else "")
+    low, high = change.interval
+    return f"{change.difference:+.2f} [{low:+.2f}, {high:+.2f}]" + (" *" if change.moves else "")
 
 
-def ablation_margins_table(record: Mapping[str, Any]) -> Table:
-    table = Table(title=escape(f"defence ablation: {record['meta']['guard']} (value [95% CI]; change against "
+def ablation_margins_table(guard: str, defences: Sequence[DefenceRecord]) -> Table:
+    table = Table(title=escape(f"defence ablation: {guard} (value [95% CI]; change against "
                                "none [paired 95% CI], * where it leaves out 0)"))
     table.add_column("defence", no_wrap=True)
     for _, name in ABLATION_COLUMNS:
         table.add_column(name, justify="right")
         table.add_column("change", justify="right")
     table.add_column("guard calls (+decoded)", justify="right")
-    for d in record["defences"]:
+    for d in defences:
         cells = []
         for figure, _ in ABLATION_COLUMNS:
-            f = d["figures"][figure]
-            cells += [with_ci(f["value"], f["interval"]), "" if d["change"] is None else change_cell(d["change"][figure])]
-        calls = f"{d['guard_calls']:,}" + (f" (+{d['decoded_calls']:,})" if d["decoded_calls"] else "")
-        coverage = Coverage.model_validate(d.get("coverage") or {"scored": {}, "missing": {}})
-        name = d["defence"] + ("" if coverage.is_complete() else f" (incomplete: {coverage.scored_of_total()})")
+            f = d.figures[figure]
+            cells += [with_ci(f.value, f.interval), "" if d.change is None else change_cell(d.change[figure])]
+        calls = f"{d.guard_calls:,}" + (f" (+{d.decoded_calls:,})" if d.decoded_calls else "")
+        name = d.defence + ("" if d.coverage.is_complete() else f" (incomplete: {d.coverage.scored_of_total()})")
         table.add_row(escape(name), *cells, calls)
     return table
 
 
-def ablation_families_table(record: Mapping[str, Any]) -> Table:
+def ablation_families_table(defences: Sequence[DefenceRecord]) -> Table:
     """Flip rate per family (all prompts right originally) under each defence."""
-    defences = record["defences"]
     table = Table(title="flip rate per family: flipped / prompts right originally (closed: flips under none, none now)")
     table.add_column("family", no_wrap=True)
     for d in defences:
-        table.add_column(d["defence"], justify="right")
-    by_defence = [{r["name"]: r for r in d["effectiveness"]["families"]} for d in defences]
+        table.add_column(d.defence, justify="right")
+    by_defence = [{r.name: r for r in d.effectiveness.families} if d.effectiveness else {} for d in defences]
     for name in by_defence[0]:
         cells = []
         for rows in by_defence:
             r = rows.get(name)
-            if r is None or r["all"]["flip_rate"] is None:
+            if r is None or r.all.flip_rate is None:
                 cells.append("—")
                 continue
-            mark = {"closed": " closed", "opened": " opened"}.get(r["status"], "")
-            cells.append(f"{r['all']['flipped']}/{r['all']['eligible']}{mark}")
+            mark = {"closed": " closed", "opened": " opened"}.get(r.status, "")
+            cells.append(f"{r.all.flipped}/{r.all.eligible}{mark}")
         table.add_row(name, *cells)
     return table
 
 
-def ablation_clean_table(record: Mapping[str, Any], top: int = 3) -> Table:
+def ablation_clean_table(defences: Sequence[DefenceRecord], top: int = 3) -> Table:
     table = Table(title="what else changes: clean verdicts against none, and where each prompt's cheapest flip now comes from")
     for column in ("defence", "safe now blocked", "unsafe now allowed", "errors mended",
                    "cheapest unsafe flips", "cheapest safe flips"):
         table.add_column(column, justify="left" if column in ("defence",) or column.startswith("cheapest") else "right")
-    for d in record["defences"]:
-        clean = d["clean"] or {}
-        counts = [str(len(clean.get(k, []))) if d["clean"] is not None else ""
-                  for k in ("false_blocks_added", "false_allows_added", "errors_fixed")]
-        flips = [", ".join(f"{name} {n}" for name, n in list(d["cheapest_flips"][label].items())[:top])
+    for d in defences:
+        clean = d.clean
+        counts = ["", "", ""] if clean is None else [
+            str(len(rows)) for rows in (clean.false_blocks_added, clean.false_allows_added, clean.errors_fixed)]
+        flips = [", ".join(f"{name} {n}" for name, n in list(d.cheapest_flips[label].items())[:top])
                  for label in LABELS]
-        table.add_row(d["defence"], *counts, *flips)
+        table.add_row(d.defence, *counts, *flips)
     return table
 
 
-def ablation_tables(record: Mapping[str, Any]) -> list[Table]:
-    tables = [ablation_margins_table(record)]
-    if all(d.get("effectiveness") for d in record["defences"]):
-        tables.append(ablation_families_table(record))
-    tables.append(ablation_clean_table(record))
+def ablation_tables(ablation: Ablation) -> list[Table]:
+    defences = ablation.defences
+    tables = [ablation_margins_table(ablation.meta.guard, defences)]
+    if all(d.effectiveness for d in defences):
+        tables.append(ablation_families_table(defences))
+    tables.append(ablation_clean_table(defences))
     return tables

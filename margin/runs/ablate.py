@@ -16,15 +16,14 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from margin.errors import InputError
 from margin.guards.make import describe_guard
 from margin.guards.normalize import NONE, canonical, guard_texts, steps_of
 from margin.guards.served_spec import served_spec
-from margin.reports.ablation import BASELINE, DefenceFigures, DefenceRun, ablation_record
+from margin.reports.ablation import BASELINE, Ablation, DefenceRun, ablation_record
 from margin.reports.effectiveness import effectiveness
-from margin.reports.observations import from_receipts, key_of
+from margin.reports.observations import CallLine, from_receipts, read_calls
 from margin.reports.plots import ablation_figure, heatmap_figure, save
 from margin.runfolder import dumps, read_jsonl
 from margin.runs.executing.execute import execute
@@ -96,7 +95,7 @@ def prepare_ablation(config: RunConfig, defences: Iterable[Defence]) -> list[tup
     return prepared
 
 
-def decoded_calls(prepared: PreparedRun, receipts: Iterable[Mapping[str, Any]], normalize: str | None) -> int:
+def decoded_calls(prepared: PreparedRun, calls: Iterable[CallLine], normalize: str | None) -> int:
     """Texts `decode` adds for every candidate the run asked about (the same whatever was
     cached or retried): each decoded text is one more guard call in deployment."""
     if normalize is None or "decode" not in steps_of(normalize):
@@ -105,14 +104,14 @@ def decoded_calls(prepared: PreparedRun, receipts: Iterable[Mapping[str, Any]], 
     texts = {(c.prompt_id, c.transform, c.strength, c.seed): c.text
              for p in prepared.prompts for c in prepared.all_candidates(p)}
     texts.update({(p.id, None, None, seed): original_candidate(p, seed).text for p in prepared.prompts})
-    asked = {key_of(line) for line in receipts if line.get("kind") == "call"}
+    asked = {call.key for call in calls}
     return sum(len(guard_texts(texts[key], normalize)) - 1 for key in asked if key in texts)
 
 
 @dataclass
 class AblationOutcome:
     out_dir: Path
-    record: dict[str, Any]
+    record: Ablation  # ablation.json is its document()
     runs: list[DefenceRun]
     outcomes: list[RunOutcome]
     files: list[Path]
@@ -169,28 +168,28 @@ def _run_ablation(prepared: list[tuple[Defence, PreparedRun]], out_dir: Path, *,
         on_start(defence, index, len(prepared))
         folder = out_dir / safe_name(defence.label)  # a defence's canonical name, checked as any path part
         outcome = run_one(run, folder, resume and folder.is_dir())
-        receipts = list(read_jsonl(folder / "receipts.jsonl"))
+        calls = read_calls(read_jsonl(folder / "receipts.jsonl"))
         exhaustive = run.strategy.observes_all
         runs.append(DefenceRun(
             defence=defence.label, normalize=defence.normalize, run_dir=defence.label,
             record=outcome.snapshot.data[0], results=outcome.results,
-            effects=effectiveness(from_receipts(receipts, outcome.results), families) if exhaustive else None,
+            effects=effectiveness(from_receipts(calls, outcome.results), families) if exhaustive else None,
             guard_calls=sum(r.guard_calls for r in outcome.results),
-            decoded_calls=decoded_calls(run, receipts, defence.normalize)))
+            decoded_calls=decoded_calls(run, calls, defence.normalize)))
         outcomes.append(outcome)
     base = prepared[0][1]
-    meta = {"guard": runs[0].record.id, "margin_version": margin_version(), "git_commit": git_commit(),
-            **provenance(base.record, len(base.prompts))}
-    record = ablation_record(runs, base.config.budget, families, {p.id: p.text for p in base.prompts}, meta)
-    atomic_write_text(out_dir / "ablation.json", dumps(record) + "\n")
+    measured = provenance(base.record, len(base.prompts)).model_copy(
+        update={"margin_version": margin_version(), "git_commit": git_commit()})
+    record = ablation_record(runs, base.config.budget, families, {p.id: p.text for p in base.prompts}, measured)
+    atomic_write_text(out_dir / "ablation.json", dumps(record.document()) + "\n")
     return AblationOutcome(out_dir, record, runs, outcomes, [out_dir / "ablation.json", *write_figures(out_dir, record)])
 
 
-def write_figures(out_dir: Path, record: Mapping[str, Any]) -> list[Path]:
+def write_figures(out_dir: Path, record: Ablation) -> list[Path]:
     """ablation.png/.svg (margins and changes with intervals) and, for exhaustive runs,
     ablation-families.png/.svg (flip rate per family and defence)."""
-    defences = [DefenceFigures.model_validate(d) for d in record["defences"]]
-    title = f"{record['meta']['guard']} on {record['meta']['dataset']['name']} ({record['meta']['suite']['name']} suite)"
+    defences, meta = record.defences, record.meta
+    title = f"{meta.guard} on {meta.dataset.name} ({meta.suite.name} suite)"
     files = save(ablation_figure(defences, title), out_dir / "ablation")
     rates = [d.family_flip_rates() for d in defences]
     if all(r is not None for r in rates):

@@ -13,7 +13,7 @@ from margin.backends.generation import Generation, Step, label_mass, share
 from margin.backends.openai_http import completion_generation
 from margin.guards.adapters.llama_guard import LlamaGuard
 from margin.guards.generative import GenerativeGuard
-from margin.reports.observations import coverage
+from margin.reports.observations import coverage, read_calls
 from margin.reports.tables import coverage_record
 from margin.runfolder import call_line, call_record
 from margin.serving.verdict_cache import VerdictCache
@@ -73,9 +73,10 @@ def test_a_threshold_against_the_reply_is_kept_and_counted(tmp_path):
     lines = [json.loads(call_line('{"kind": "call", "run_id": "r", "guard_id": "lg", ', c)) for c in calls]
     assert lines[0]["reply"] == "safe" and "reply" not in lines[1]
     assert [call_record("r", "lg", c) for c in calls] == lines
-    covered = coverage(lines)
+    covered = coverage(read_calls(lines))
     assert (covered.contradicted, covered.unscored) == (1, 0)
-    assert coverage_record([], covered)["candidates"]["against_reply"] == 1
+    candidates = coverage_record([], covered).candidates
+    assert candidates is not None and candidates.against_reply == 1
 
     cache = VerdictCache(tmp_path / "v.sqlite", GuardInfo(id="lg", family="f", checkpoint="c", revision="1", backend="b"))
     cache.put_many([("a", against), ("b", agrees)])
@@ -90,9 +91,9 @@ def test_unscored_verdicts_are_counted_only_for_a_guard_that_scores():
         return {"kind": "call", "prompt_id": pid, "transform": None, "strength": None, "seed": 0,
                 "verdict": "safe", "p_unsafe": p, "attempt": 1, "cached": False}
 
-    assert coverage([line("a", 0.1), line("b", None)]).unscored == 1
-    assert coverage([line("a", None), line("b", None)]).unscored == 0  # a guard with no scores at all
-    assert "without_p_unsafe" not in coverage_record([], coverage([line("a", 0.1)]))["candidates"]
+    assert coverage(read_calls([line("a", 0.1), line("b", None)])).unscored == 1
+    assert coverage(read_calls([line("a", None), line("b", None)])).unscored == 0  # a guard with no scores at all
+    assert "without_p_unsafe" not in coverage_record([], coverage(read_calls([line("a", 0.1)]))).document()["candidates"]
 
 
 def test_completions_read_both_logprob_shapes():

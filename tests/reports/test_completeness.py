@@ -157,16 +157,20 @@ def test_load_snapshots_says_which_rows_are_incomplete(runs):
 def test_an_ablation_row_on_incomplete_evidence_is_marked():
     from rich.console import Console
 
+    from margin.reports.ablation import DefenceRecord
     from margin.reports.tables import ABLATION_COLUMNS, ablation_margins_table
 
     def row(name, missing):
         coverage = {"scored": {"unsafe": 24, "safe": 24 - missing}, "missing": {"unsafe": 0, "safe": missing},
                     "total": {"unsafe": 24, "safe": 24}}
-        return {"defence": name, "figures": {f: {"value": 1.0, "interval": [0.5, 1.5]} for f, _ in ABLATION_COLUMNS},
-                "change": None, "guard_calls": 10, "decoded_calls": 0, "coverage": coverage}
+        return DefenceRecord.model_validate({
+            "defence": name, "normalize": None, "guard_id": "g", "run": name,
+            "figures": {f: {"value": 1.0, "interval": [0.5, 1.5]} for f, _ in ABLATION_COLUMNS},
+            "coverage": coverage, "guard_calls": 10, "decoded_calls": 0, "total_calls": 10, "change": None,
+            "clean": None, "cheapest_flips": {}, "effectiveness": None})
 
     console = Console(width=400, record=True)
-    console.print(ablation_margins_table({"meta": {"guard": "g"}, "defences": [row("none", 0), row("nfkc", 2)]}))
+    console.print(ablation_margins_table("g", [row("none", 0), row("nfkc", 2)]))
     text = console.export_text()
     assert "nfkc (incomplete: unsafe 24/24, safe 22/24)" in text and "none (incomplete" not in text
 

@@ -10,7 +10,17 @@ import pytest
 from margin.errors import InputError
 from margin.reports.bootstrap import BootstrapSpec, paired_differences
 from margin.reports.check import explain, judge
-from margin.reports.diff import diff_document, family_rows, prompt_changes, unpaired
+from margin.reports.diff import (
+    DiffDocument,
+    DiffSide,
+    FigureChange,
+    FlipCosts,
+    SideFigure,
+    diff_document,
+    family_rows,
+    prompt_changes,
+    unpaired,
+)
 from margin.reports.sides import Side, require_comparable, snapshot_side
 from margin.reports.snapshot import record, snapshot_entry
 from margin.types import Flip, GuardInfo, SearchResult
@@ -49,22 +59,22 @@ def test_unpaired_interval_is_mover_by_hand():
 def test_prompt_changes_by_hand():
     changes = prompt_changes(A, B, FAMILIES)
     # u1: robust -> flipped (newly broken); s3: robust -> wrong (newly broken); u2: flipped -> robust.
-    assert [r["prompt_id"] for r in changes["newly_broken"]] == ["s3", "u1"]
-    assert [r["prompt_id"] for r in changes["newly_robust"]] == ["u2"]
-    assert changes["flip_costs"] == {"cheaper": 2, "dearer": 1, "same": 3}
-    u1 = changes["newly_broken"][1]
-    assert u1["a"]["state"] == "robust" and u1["b"]["family"] == "zero-width"
-    assert u1["b"]["flip"]["transform"] == "zero-width-space" and u1["b"]["flip_cost"] == 5.0
+    assert [r.prompt_id for r in changes.newly_broken] == ["s3", "u1"]
+    assert [r.prompt_id for r in changes.newly_robust] == ["u2"]
+    assert changes.flip_costs == FlipCosts(cheaper=2, dearer=1, same=3)
+    u1 = changes.newly_broken[1]
+    assert u1.a.state == "robust" and u1.b.family == "zero-width"
+    assert u1.b.flip is not None and u1.b.flip.transform == "zero-width-space" and u1.b.flip_cost == 5.0
 
 
 def test_family_shares_by_hand():
-    rows = {r["family"]: r for r in family_rows(A, B, FAMILIES, BootstrapSpec())["unsafe"]}
+    rows = {r.family: r for r in family_rows(A, B, FAMILIES, BootstrapSpec())["unsafe"]}
     # unsafe: A homoglyph 1 (u2), none 1 (u1), original 1 (u3); B zero-width 1, none 1, original 1
-    assert (rows["homoglyph"]["a"], rows["homoglyph"]["b"]) == (1, 0)
-    assert rows["homoglyph"]["difference"] == pytest.approx(-1 / 3)
-    assert (rows["original"]["a"], rows["original"]["b"]) == (1, 1)
-    assert rows["original"]["interval"] == [0.0, 0.0]  # the same prompt on both sides: no change in any replicate
-    low, high = rows["zero-width"]["interval"]
+    assert (rows["homoglyph"].a, rows["homoglyph"].b) == (1, 0)
+    assert rows["homoglyph"].difference == pytest.approx(-1 / 3)
+    assert (rows["original"].a, rows["original"].b) == (1, 1)
+    assert rows["original"].interval == [0.0, 0.0]  # the same prompt on both sides: no change in any replicate
+    low, high = rows["zero-width"].interval
     assert 0.0 <= low <= 1 / 3 <= high <= 1.0
 
 
@@ -72,21 +82,21 @@ def test_diff_of_two_runs_is_paired():
     document = diff_document(side("a", A), side("b", B), FAMILIES)
     expected = paired_differences(A, B, 100.0)
     for name, diff in expected.items():
-        row = document["figures"][name]
-        assert diff is not None and row["difference"] == pytest.approx(diff.value)
-        assert row["interval"] == diff.interval.as_list() and row["moves"] == diff.moves
-    assert document["method"].startswith("paired")
-    assert document["slices"]["type"]["t"]["safe_margin"]["difference"] == pytest.approx(expected["safe_margin"].value)
+        row = document.figures[name]
+        assert diff is not None and row.difference == pytest.approx(diff.value)
+        assert row.interval == diff.interval.as_list() and row.moves == diff.moves
+    assert document.method.startswith("paired")
+    assert document.slices["type"]["t"]["safe_margin"].difference == pytest.approx(expected["safe_margin"].value)
 
 
 def test_diff_with_a_snapshot_side_is_unpaired_and_has_no_prompts():
     b = side("b", B)
     snap = replace(b, results=None)
     document = diff_document(side("a", A), snap, FAMILIES)
-    assert document["method"].startswith("unpaired") and document["prompts"] is None and document["families"] is None
-    row = document["figures"]["balanced_margin"]
-    assert row["interval"] == pytest.approx(unpaired(row["a"]["value"], row["a"]["interval"],
-                                                     row["b"]["value"], row["b"]["interval"]))
+    assert document.method.startswith("unpaired") and document.prompts is None and document.families is None
+    row = document.figures["balanced_margin"]
+    assert row.a.value is not None and row.a.interval and row.b.value is not None and row.b.interval
+    assert row.interval == pytest.approx(unpaired(row.a.value, row.a.interval, row.b.value, row.b.interval))
 
 
 @pytest.mark.parametrize(("term", "value"), [("protocol", "margin-adaptive-flip-cost/1"), ("dataset", "x"),
@@ -103,15 +113,15 @@ def test_runs_on_different_prompts_are_refused():
         require_comparable(side("a", A), side("b", other))
 
 
-def row(difference: float, low: float, high: float) -> dict:
-    return {"a": {"value": 50.0, "interval": None}, "b": {"value": 50.0 + difference, "interval": None},
-            "difference": difference, "interval": [low, high], "moves": low > 0 or high < 0}
+def row(difference: float, low: float, high: float) -> FigureChange:
+    return FigureChange(SideFigure(50.0, None), SideFigure(50.0 + difference, None), difference, [low, high],
+                        low > 0 or high < 0)
 
 
-def document(balanced: dict, unsafe: dict) -> dict:
+def document(balanced: FigureChange, unsafe: FigureChange) -> DiffDocument:
     figures = {"balanced_margin": balanced, "unsafe_margin": unsafe, "safe_margin": row(0, -1, 1)}
-    return {"a": {"source": "base", "guard_id": "g"}, "b": {"source": "run", "guard_id": "g"},
-            "method": "paired", "figures": figures}
+    return DiffDocument(DiffSide("base", "run", "g"), DiffSide("run", "run", "g"), {}, "b minus a", "paired", {},
+                        figures, {})
 
 
 def test_check_fails_only_on_a_gated_significant_drop_beyond_the_tolerance():

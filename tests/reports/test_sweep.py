@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from margin.datasets import load_dataset
-from margin.reports.observations import PromptObservations, Variant, from_receipts
+from margin.reports.observations import PromptObservations, Variant, from_receipts, read_calls
 from margin.reports.sweep import (
     THRESHOLDS,
     NoProbabilities,
@@ -102,7 +102,7 @@ def test_sweep_at_the_guards_threshold_reproduces_the_run(tmp_path):
     prepared = prepare(RunConfig.of(guard="prob", suite="quick", search="exhaustive", engine="local"), guard)
     outcome = execute(prepared, tmp_path / "run")
     calls_before = len(guard.seen)
-    obs = from_receipts(read_jsonl(tmp_path / "run" / "receipts.jsonl"), outcome.results)
+    obs = from_receipts(read_calls(read_jsonl(tmp_path / "run" / "receipts.jsonl")), outcome.results)
     record = sweep_record(obs, 100.0)
     assert len(guard.seen) == calls_before
     at_half = next(r for r in record["thresholds"] if r["threshold"] == 0.5)

@@ -8,7 +8,13 @@ import pytest
 
 from margin.reports.effectiveness import effectiveness
 from margin.reports.invariance import invariance, original_row
-from margin.reports.observations import PromptObservations, Variant, coverage, from_receipts
+from margin.reports.observations import (
+    PromptObservations,
+    Variant,
+    coverage,
+    from_receipts,
+    read_calls,
+)
 from margin.types import SearchResult, Verdict
 
 U, S, INV = Verdict("unsafe"), Verdict("safe"), Verdict("invalid")
@@ -88,11 +94,13 @@ def test_receipts_become_observations_and_coverage_tolerantly():
     ]
     result = SearchResult(prompt_id="u1", label="unsafe", type="t", clean_verdict="unsafe", flip_cost=2.0,
                           capped=False, flip=None, guard_calls=5)
-    (obs,) = from_receipts(lines, [result])
+    calls = read_calls(lines)
+    assert len(calls) == 6  # the result line is no call
+    (obs,) = from_receipts(calls, [result])
     assert obs.original == Verdict("unsafe")
     assert [(v.transform, v.cost, v.verdict and v.verdict.label) for v in obs.variants] == [
         ("homoglyph", 2.0, "invalid"), ("homoglyph", 3.0, None), ("zwsp", 4.0, "safe"), ("leet", 5.0, "safe")]
     assert not obs.complete
-    cov = coverage(lines)
+    cov = coverage(calls)
     assert (cov.candidates, cov.valid, cov.invalid, cov.no_output) == (5, 3, 1, 1)
     assert (cov.attempts, cov.failed_attempts, cov.cache_hits) == (5, 2, 1)

@@ -1,12 +1,12 @@
 """What publish, its plots and the ablation figure read, read as typed values: a run's own
-snapshot provenance, each guard's `Effect`s, an ablation defence's figures (`DefenceFigures`)."""
+snapshot provenance, each guard's `Effect`s, an ablation defence's row (`DefenceRecord`)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 
-from margin.reports.ablation import DefenceFigures
+from margin.reports.ablation import DefenceRecord
 from margin.reports.effectiveness import ClassEffect, Effect
 from margin.reports.plots import ablation_figure
 from margin.reports.publish import effectiveness_grid, publish, run_provenance
@@ -51,37 +51,46 @@ def test_the_effectiveness_grid_reads_each_guards_effects():
                       [0.25, 1.0, 0.0, 1.0]]
 
 
+def defence(name: str, figures: dict, change: dict | None, effectiveness: dict | None = None) -> DefenceRecord:
+    """An ablation.json defence row with what these tests do not read filled in."""
+    return DefenceRecord.model_validate({
+        "defence": name, "normalize": None if name == "none" else name, "guard_id": "g", "run": name,
+        "figures": figures, "coverage": {"scored": {}, "missing": {}}, "guard_calls": 7, "decoded_calls": 0,
+        "total_calls": 7, "change": change, "clean": None, "cheapest_flips": {}, "effectiveness": effectiveness})
+
+
 def test_an_ablation_defence_gives_each_figure_and_its_change_against_none():
-    base = DefenceFigures.model_validate({"defence": "none", "figures": {"balanced_margin": {"value": 10,
-                                          "interval": [8, 12.5]}}, "change": None, "guard_calls": 7})
-    defended = DefenceFigures.model_validate({
-        "defence": "skeleton", "change": {"balanced_margin": {"difference": 4.5, "interval": [1.0, 6.0], "moves": 3},
-                                          "safe_margin": None},
-        "figures": {"balanced_margin": {"value": 14.5, "interval": None}}})
+    base = defence("none", {"balanced_margin": {"value": 10, "interval": [8, 12.5]}}, None)
+    defended = defence("skeleton", {"balanced_margin": {"value": 14.5, "interval": None}},
+                       {"balanced_margin": {"difference": 4.5, "interval": [1.0, 6.0], "moves": True},
+                        "safe_margin": None})
     assert base.point("balanced_margin", change=False) == (10, [8, 12.5])
     assert base.point("balanced_margin", change=True) == (0.0, None)  # none against itself
     assert defended.point("balanced_margin", change=False) == (14.5, None)
     assert defended.point("balanced_margin", change=True) == (4.5, [1.0, 6.0])
     assert defended.point("safe_margin", change=True) == (None, None)  # no paired change: not drawn
-    assert base.document()["guard_calls"] == 7  # the entry's other fields are kept
+    assert base.document()["guard_calls"] == 7 and base.point("balanced_margin", change=False)[0] == 10
 
 
 def test_an_exhaustive_defence_gives_each_familys_flip_rate_over_both_classes():
-    row = {"name": "invisible", "unsafe": {"flip_rate": 0.5}, "safe": {"flip_rate": 0.0}, "all": {"flip_rate": 0.25},
+    def rate(flipped: int, eligible: int) -> dict:
+        return {"eligible": eligible, "flipped": flipped, "flip_rate": flipped / eligible if eligible else None}
+
+    row = {"name": "invisible", "unsafe": rate(1, 2), "safe": rate(0, 2), "all": rate(1, 4),
            "baseline_flip_rate": 0.75, "status": "open"}
-    exhaustive = DefenceFigures.model_validate({"defence": "skeleton", "figures": {}, "change": None, "effectiveness": {
-        "families": [row, {**row, "name": "wrappers", "all": {"flip_rate": None}}], "transforms": []}})
+    exhaustive = defence("skeleton", {}, None, {"families": [row, {**row, "name": "wrappers", "all": rate(0, 0)}],
+                                                "transforms": []})
     assert exhaustive.family_flip_rates() == {"invisible": 0.25, "wrappers": None}
-    cheapest = DefenceFigures.model_validate({"defence": "none", "figures": {}, "change": None, "effectiveness": None})
+    cheapest = defence("none", {}, None)
     assert cheapest.family_flip_rates() is None
 
 
 def test_the_ablation_figure_draws_each_defence_from_its_model():
     figures = {name: {"value": 10.0, "interval": [9.0, 11.0]}
                for name in ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy")}
-    defences = [DefenceFigures.model_validate({"defence": d, "figures": figures, "change": change})
-                for d, change in (("none", None), ("nfkc", {"balanced_margin": {"difference": 2.0,
-                                                                                 "interval": [1.0, 3.0]}}))]
+    defences = [defence(d, figures, change)
+                for d, change in (("none", None), ("nfkc", {"balanced_margin": {"difference": 2.0, "interval": [1.0, 3.0],
+                                                                                 "moves": True}}))]
     fig = ablation_figure(defences)
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["none", "nfkc"]
     changes = fig.axes[1].containers[0]  # the balanced margin's change: 0 for none, 2 for nfkc

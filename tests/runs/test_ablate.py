@@ -9,7 +9,7 @@ import pytest
 
 from margin.errors import InputError
 from margin.guards.normalize import guard_texts
-from margin.reports.ablation import cheapest_flip_families, clean_changes, status
+from margin.reports.ablation import Ablation, Change, cheapest_flip_families, clean_changes, status
 from margin.reports.publish import publish
 from margin.runs.ablate import parse_defences, prepare_ablation, run_ablation
 from margin.runs.executing.execute import execute
@@ -89,8 +89,8 @@ def without_date(snapshot: dict) -> dict:
 
 
 def test_every_row_equals_its_own_normalize_run(inputs, ablated, tmp_path):
-    rows = ablated.record["defences"]
-    assert [d["defence"] for d in rows] == DEFENCES.split(",")
+    rows = ablated.record.defences
+    assert [d.defence for d in rows] == DEFENCES.split(",")
     for defence, row in zip(parse_defences(DEFENCES), rows, strict=True):
         single = execute(prepare(config(inputs, normalize=defence.normalize)), tmp_path / defence.label)
         folder = ablated.out_dir / defence.label
@@ -98,30 +98,34 @@ def test_every_row_equals_its_own_normalize_run(inputs, ablated, tmp_path):
         assert (folder / "run.json").read_bytes() == (single.out_dir / "run.json").read_bytes()
         assert without_date(json.loads((folder / "snapshot.json").read_text())) == without_date(single.snapshot.document())
         record = single.snapshot.document()["data"][0]
-        assert row["guard_id"] == record["id"]
+        assert row.guard_id == record["id"]
         for name in ("balanced_margin", "unsafe_margin", "safe_margin", "clean_balanced_accuracy"):
-            assert row["figures"][name] == {"value": record[name], "interval": record["confidence_intervals"][name]}
-        assert row["guard_calls"] == sum(r.guard_calls for r in single.results)
-    assert json.loads((ablated.out_dir / "ablation.json").read_text()) == json.loads(json.dumps(ablated.record))
+            assert row.figures[name].document() == {"value": record[name],
+                                                    "interval": record["confidence_intervals"][name]}
+        assert row.guard_calls == sum(r.guard_calls for r in single.results)
+    written = (ablated.out_dir / "ablation.json").read_text()
+    assert written == json.dumps(ablated.record.document(), ensure_ascii=False) + "\n"
+    assert Ablation.model_validate_json(written) == ablated.record  # the file reads back into the model
     assert {p.name for p in ablated.files} == {"ablation.json", "ablation.png", "ablation.svg",
                                               "ablation-families.png", "ablation-families.svg"}
 
 
 def test_each_defence_closes_its_families_and_the_margin_shows_what_stays_open(ablated):
-    rows = {d["defence"]: d for d in ablated.record["defences"]}
-    families = {name: {r["name"]: r for r in d["effectiveness"]["families"]} for name, d in rows.items()}
+    rows = {d.defence: d for d in ablated.record.defences}
+    families = {name: {r.name: r for r in d.effectiveness.families} for name, d in rows.items() if d.effectiveness}
     for family in ("homoglyph", "zero-width", "encoding"):
-        assert families["none"][family]["all"]["flipped"] > 0, family  # the keyword guard falls for each
-    assert families["skeleton"]["homoglyph"]["status"] == "closed" and "homoglyph" in rows["skeleton"]["closes"]
-    assert families["strip-format"]["zero-width"]["status"] == "closed"
-    assert families["decode"]["encoding"]["status"] == "closed"
-    assert {"homoglyph", "zero-width", "encoding"} <= set(rows["all"]["closes"])
+        assert families["none"][family].all.flipped > 0, family  # the keyword guard falls for each
+    assert families["skeleton"]["homoglyph"].status == "closed" and "homoglyph" in rows["skeleton"].closes
+    assert families["strip-format"]["zero-width"].status == "closed"
+    assert families["decode"]["encoding"].status == "closed"
+    assert {"homoglyph", "zero-width", "encoding"} <= set(rows["all"].closes)
     # one family closed while a cheaper one stays open: the unsafe margin stays where it was
-    assert "zero-width" in rows["skeleton"]["remains"]
-    assert rows["decode"]["change"]["unsafe_margin"] == {"difference": 0.0, "interval": [0.0, 0.0], "moves": False}
+    assert "zero-width" in rows["skeleton"].remains
+    change = rows["decode"].change
+    assert change is not None and change["unsafe_margin"] == Change(difference=0.0, interval=[0.0, 0.0], moves=False)
     # the skeleton's own cost: an upper-case I becomes l, which casefolding no longer reads as i
-    assert families["skeleton"]["case"]["status"] == "opened"
-    assert rows["none"]["change"] is None and rows["none"]["clean"] is None
+    assert families["skeleton"]["case"].status == "opened"
+    assert rows["none"].change is None and rows["none"].clean is None
 
 
 def test_decoded_calls_are_the_texts_the_guard_reads_beyond_the_candidates(inputs, tmp_path, monkeypatch):
@@ -133,12 +137,12 @@ def test_decoded_calls_are_the_texts_the_guard_reads_beyond_the_candidates(input
                                 parse_defences("decode"))
     ablation = run_ablation(prepared, tmp_path / "ab", families=FAMILIES,
                             on_start=lambda *_: record.write_text(""))  # keep the last run's reads only
-    row = ablation.record["defences"][1]
-    assert row["decoded_calls"] > 0
-    assert len(record.read_text().splitlines()) == row["guard_calls"] + row["decoded_calls"] == row["total_calls"]
+    row = ablation.record.defences[1]
+    assert row.decoded_calls > 0
+    assert len(record.read_text().splitlines()) == row.guard_calls + row.decoded_calls == row.total_calls
     decode = prepared[1][1]
     texts = [c.text for p in decode.prompts for c in decode.all_candidates(p)] + [p.text for p in decode.prompts]
-    assert row["decoded_calls"] == sum(len(guard_texts(t, "decode")) - 1 for t in texts)  # exhaustive: all asked
+    assert row.decoded_calls == sum(len(guard_texts(t, "decode")) - 1 for t in texts)  # exhaustive: all asked
 
 
 def test_defences_parse_to_canonical_names_with_none_first():
@@ -169,10 +173,10 @@ def test_clean_changes_and_cheapest_flip_families_known_answers():
     run = [result("s1", "safe", "unsafe", 0.0), result("s2", "safe", "safe", 100.0),
            result("u1", "unsafe", "safe", 0.0), result("u2", "unsafe", "unsafe", 9.0, "zero-width-space")]
     changes = clean_changes(base, run, {"s1": "text one"})
-    assert [(r["prompt_id"], r["before"], r["after"], r["text"]) for r in changes["false_blocks_added"]] == [
+    assert [(r.prompt_id, r.before, r.after, r.text) for r in changes.false_blocks_added] == [
         ("s1", "safe", "unsafe", "text one")]
-    assert [r["prompt_id"] for r in changes["false_allows_added"]] == ["u1"]
-    assert [r["prompt_id"] for r in changes["errors_fixed"]] == ["s2"]
+    assert [r.prompt_id for r in changes.false_allows_added] == ["u1"]
+    assert [r.prompt_id for r in changes.errors_fixed] == ["s2"]
     assert cheapest_flip_families(base, FAMILIES) == {"unsafe": {"encoding": 1, "homoglyph": 1},
                                                       "safe": {"none within budget": 1, "original": 1}}
     assert [status(*pair) for pair in ((3, 0), (3, 1), (0, 2), (0, 0))] == ["closed", "open", "opened", "never"]

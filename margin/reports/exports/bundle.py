@@ -161,20 +161,21 @@ def policy_outcomes(results: Sequence[SearchResult], observations: Sequence[Prom
 def load_bundle(run_dir: Path, dataset: Path | None = None) -> ExportRun:
     """What every export reads of the finished run in `run_dir`; `dataset` is the run's dataset
     file where it is not where run.json says."""
-    from margin.reports.observations import from_receipts
+    from margin.reports.observations import from_receipts, read_calls
     from margin.reports.protocols import observes_all
     from margin.reports.snapshot import record, snapshot_entry
+    from margin.reports.snapshot_schema import Evaluation
     from margin.runfolder import load_run
     from margin.transforms.registry import families as transform_families
 
     run = load_run(run_dir)
     created = snapshot_time(run_dir)
     texts = prompt_texts(run.record, dataset)
-    observations = from_receipts(run.receipts(), run.results) if run.receipts_path.is_file() else []
+    observations = from_receipts(read_calls(run.receipts()), run.results) if run.receipts_path.is_file() else []
     exhaustive = observes_all(run.search) and bool(observations) and all(o.complete for o in observations)
     families = transform_families()
     outcomes, method = family_outcomes(run.results, observations, families, exhaustive=exhaustive)
-    entry = snapshot_entry(run.guard, run.results, run.budget, {"search": run.search, "seed": run.record.seed})
+    entry = snapshot_entry(run.guard, run.results, run.budget, Evaluation(search=run.search, seed=run.record.seed))
     per_policy = policy_outcomes(run.results, observations, families, exhaustive=exhaustive)
     return ExportRun(run, str(run_dir), record(entry, 1), texts, families, outcomes, method, created, per_policy)
 

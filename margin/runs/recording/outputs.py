@@ -13,7 +13,7 @@ from margin.reports.completeness import Coverage, missing_reason
 from margin.reports.plots import CurveSeries, curves_figure, save
 from margin.reports.protocols import ADAPTIVE_PROTOCOL, protocol_for
 from margin.reports.snapshot import SnapshotEntry, build_snapshot, measured_on, snapshot_entry
-from margin.reports.snapshot_schema import Snapshot
+from margin.reports.snapshot_schema import Evaluation, Provenance, Snapshot
 from margin.runfolder import dumps, read_jsonl, write_results
 from margin.runrecord import RunRecord
 from margin.runs.preparing.prepare import PreparedRun
@@ -35,15 +35,15 @@ class RunOutcome:
     figures: EngineFigures = field(default_factory=EngineFigures)
 
 
-def provenance(record: RunRecord, prompts: int) -> dict[str, Any]:
-    return {
-        **measured_on(record),
+def provenance(record: RunRecord, prompts: int) -> Provenance:
+    """A run's `meta.provenance`: what it measured, then how (its seed, search, prompts ...)."""
+    return measured_on(record).model_copy(update={
         "seed": record.seed,
         "search": record.search,
         "prompts": prompts,
         **({"shard": list(record.shard)} if record.shard else {}),
         "protocol": protocol_for(record.search),
-    }
+    })
 
 
 def reason_from(receipts: list[Path], results: list[SearchResult]) -> str | None:
@@ -60,9 +60,9 @@ def snapshot_for(record: RunRecord, results: list[SearchResult],
     """A run's snapshot from its record and results; `margin run`, `margin merge` and
     `margin score` all build it here, so a rescore or a merge matches a run exactly."""
     guard = record.guard
-    evaluation = {"search": record.search, "seed": record.seed,
-                  "normalize": dict(guard.params).get("normalize", "none"),
-                  **({"target": record.target} if record.target else {})}
+    evaluation = Evaluation.model_validate({"search": record.search, "seed": record.seed,
+                                            "normalize": dict(guard.params).get("normalize", "none"),
+                                            **({"target": record.target} if record.target else {})})
     entry = snapshot_entry(guard, results, float(record.budget), evaluation, coverage=Coverage.of(results, reason))
     snapshot = build_snapshot([entry], provenance(record, len(results)), protocol=protocol_for(record.search))
     return snapshot, entry
