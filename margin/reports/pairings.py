@@ -141,6 +141,14 @@ class PairTransformation(Open):
     preservation: Number
     qualifies: bool
 
+    def interval(self, rate: str) -> list[float] | None:
+        """A rate's 95% interval from the study's evidence (`ci`), or None where it gave none."""
+        return ((self.model_extra or {}).get("ci") or {}).get(rate)
+
+    def is_defined(self, rate: str) -> bool:
+        """Whether a rate had units to measure (the study's `defined`); true where it says nothing."""
+        return bool(((self.model_extra or {}).get("defined") or {}).get(rate, True))
+
 
 class PairRecord(Open):
     guard_id: str

@@ -16,7 +16,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from margin.reports.completeness import Coverage
-from margin.reports.pairings import ModelEntity, Pairings, PairRecord
+from margin.reports.pairings import Entity, ModelEntity, Pairings, PairRecord, model_order
 from margin.reports.snapshot_schema import Evaluation, FigureSet, Record
 from margin.site.inputs import PublishedFile, SiteInputs
 from margin.site.svg import LadderPoint, curves_svg, ladder_svg
@@ -88,9 +88,9 @@ def visible(value: Any) -> Any:
     return make_visible(value) if isinstance(value, str) and not isinstance(value, Markup) else value
 
 
-def name_of(entity: Mapping[str, Any]) -> str:
+def name_of(entity: Entity) -> str:
     """A pairings guard's or model's display name: its name, else its id."""
-    return str(entity.get("name") or entity["id"])
+    return entity.name or entity.id
 
 
 # ---- leaderboard ----------------------------------------------------------------------------
@@ -176,85 +176,74 @@ def guard_view(record: Record, budget: float, pairs: list[PairRecord]) -> GuardV
 def names_of(pairings: Pairings | None) -> dict[str, str]:
     if pairings is None:
         return {}
-    return {e.id: e.name or e.id for e in [*pairings.meta.guards, *pairings.meta.models]}
+    return {e.id: name_of(e) for e in [*pairings.meta.guards, *pairings.meta.models]}
 
 
 # ---- pairings ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Cell:
-    """A guard x model cell: the pair as the templates read it (its JSON) and as its rules do."""
+    """A guard x model cell: the tested pair's record, or None for a pair never tested."""
 
-    guard: Mapping[str, Any]
-    model: Mapping[str, Any]
-    pair: Mapping[str, Any] | None
-    record: PairRecord | None = None
+    guard: Entity
+    model: ModelEntity
+    pair: PairRecord | None = None
 
     @property
     def complete(self) -> bool:
-        return self.record is None or self.record.is_complete()
+        return self.pair is None or self.pair.is_complete()
 
     @property
     def status(self) -> str | None:
         """The pair's status, or `incomplete` (PairRecord.shown_status): a pair with missing
         outputs is never drawn as none found."""
-        return None if self.record is None else self.record.shown_status()
+        return None if self.pair is None else self.pair.shown_status()
 
     @property
     def coverage_text(self) -> str:
-        return "" if self.record is None else self.record.coverage_note()
+        return "" if self.pair is None else self.pair.coverage_note()
 
     @property
     def anchor(self) -> str:
-        return anchor("pair", str(self.guard["id"]), str(self.model["id"]))
+        return anchor("pair", self.guard.id, self.model.id)
 
     @property
     def short(self) -> str:
         if self.pair is None:
             return "–"
-        return f"{self.pair['qualifying_transformations']}/{self.pair['transformations_tested']}"
+        return f"{self.pair.qualifying_transformations}/{self.pair.transformations_tested}"
 
     @property
     def label(self) -> str:
         head = f"{name_of(self.guard)} × {name_of(self.model)}: "
         if self.pair is None:
             return head + "not tested"
-        return (head + STATUS_TEXT[self.status] + f", {self.pair['qualifying_transformations']} of "
-                f"{self.pair['transformations_tested']} tested transformations qualify"
+        return (head + STATUS_TEXT[self.status] + f", {self.pair.qualifying_transformations} of "
+                f"{self.pair.transformations_tested} tested transformations qualify"
                 + ("" if self.complete else f"; incomplete evidence: {self.coverage_text}"))
 
 
-def ladder_order(pairings: Pairings) -> list[int]:
-    """The positions of `meta.models` in ladder order (ModelEntity.ladder_key): the templates
-    read each model's JSON, found at its position."""
-    models = pairings.meta.models
-    return sorted(range(len(models)), key=lambda i: ModelEntity.ladder_key(models[i]))
-
-
-def matrix(pairings: Pairings) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], list[Cell]]]]:
+def matrix(pairings: Pairings) -> tuple[list[ModelEntity], list[tuple[Entity, list[Cell]]]]:
     """(columns: models in ladder order, rows: each guard with one cell per model)."""
-    body = pairings.document()
-    models = [body["meta"]["models"][i] for i in ladder_order(pairings)]
-    pairs = {(d["guard_id"], d["model_id"]): (d, r) for d, r in zip(body["data"], pairings.data, strict=True)}
-    rows = [(g, [Cell(g, m, *pairs.get((g["id"], m["id"]), (None, None))) for m in models])
-            for g in body["meta"]["guards"]]
+    models = model_order(pairings.meta.models)
+    pairs = {(d.guard_id, d.model_id): d for d in pairings.data}
+    rows = [(g, [Cell(g, m, pairs.get((g.id, m.id))) for m in models]) for g in pairings.meta.guards]
     return models, rows
 
 
-def ladder_points(pairings: Pairings) -> tuple[list[LadderPoint], list[Mapping[str, Any]]]:
+def ladder_points(pairings: Pairings) -> tuple[list[LadderPoint], list[ModelEntity]]:
     """(placed points, tested models lacking a weight size or capability index). Pairs with
     missing outputs and no bypass found are left out: none found there means nothing measured."""
     placed, unplaced = [], []
-    models = pairings.document()["meta"]["models"]
-    for model in (models[i] for i in ladder_order(pairings)):
-        tested = [d for d in pairings.data if d.model_id == model["id"] and d.measured()]
+    for model in model_order(pairings.meta.models):
+        tested = [d for d in pairings.data if d.model_id == model.id and d.measured()]
         if not tested:
             continue
-        size, index = model.get("parameters_b"), model.get("capability_index")
+        size, index = model.parameters_b, model.capability_index
         if size is None or index is None or size <= 0:
             unplaced.append(model)
             continue
-        placed.append(LadderPoint(str(model["id"]), name_of(model), float(size), float(index),
+        placed.append(LadderPoint(model.id, name_of(model), float(size), float(index),
                                   sum(d.status == "bypass_found" for d in tested), len(tested)))
     return placed, unplaced
 
@@ -303,7 +292,7 @@ class Pages:
 
     def pairings(self, snap: PublishedFile, page: str = "current") -> str:
         pairings = snap.pairings
-        models, rows = matrix(pairings)  # the templates read the pairs' JSON, the rules their records
+        models, rows = matrix(pairings)
         placed, unplaced = ladder_points(pairings)
         ladder = Markup(ladder_svg(placed)) if placed else None
         incomplete = [c for _, cells in rows for c in cells if c.pair is not None and not c.complete]

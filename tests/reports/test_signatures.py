@@ -15,8 +15,9 @@ from tests.support.paths import REPO
 UNTYPED = ("dict[str, Any]", "Mapping[str, Any]")
 # issue 36 found 94 and 22 (26 once studies grew stacks); the site read snapshots as dicts in 8;
 # typed pair coverage and study documents took reports from 69 to 55 and studies from 26 to 9; the
-# typed diff, check, ablation, analyses, tables, snapshot blocks and receipts' call lines to 16
-CEILING = {"reports": 16, "studies": 9, "site": 3}
+# typed diff, check, ablation, analyses, tables, snapshot blocks and receipts' call lines to 16;
+# the pairings page reading the Pairings model took the site from 3 to 0
+CEILING = {"reports": 16, "studies": 9, "site": 0}
 
 
 def untyped_in(source: str) -> list[tuple[int, str]]:
