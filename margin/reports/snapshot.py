@@ -78,12 +78,12 @@ def snapshot_entry(guard: GuardInfo, results: Sequence[SearchResult], budget: fl
                    evaluation: Evaluation | None = None,
                    spec: BootstrapSpec | None = None, coverage: Coverage | None = None) -> SnapshotEntry:
     """Figures, intervals, slices and coverage of one guard's results, ready for `build_snapshot`;
-    `evaluation` what the run adds to the guard's (its JSON object is read into the model too);
+    `evaluation` what the run adds to the guard's;
     `coverage` is `Coverage.of` the results with the reason their receipts give, where read."""
     coverage = coverage or Coverage.of(results, None)
     return SnapshotEntry(guard, compute_figures(results, budget, spec=spec), coverage,
                          compute_slices(results, budget, spec=spec),
-                         Evaluation() if evaluation is None else Evaluation.model_validate(evaluation))
+                         Evaluation() if evaluation is None else evaluation)
 
 
 def guard_evaluation(guard: GuardInfo) -> Evaluation:
@@ -163,7 +163,7 @@ def build_snapshot(entries: Sequence[SnapshotEntry], provenance: Provenance,
                    spec: BootstrapSpec | None = None, min_coverage: float = 1.0,
                    protocol: ProtocolId = STANDARD_PROTOCOL) -> Snapshot:
     """Ranked guards by balanced margin, then the unranked (incomplete) ones by id, rank null;
-    `provenance` what was measured (its JSON object is read into the model too), to which the
+    `provenance` what was measured, to which the
     snapshot adds the margin version and commit that built it."""
     ranked = sorted((e for e in entries if is_ranked(e, min_coverage)), key=rank_key)
     unranked = sorted((e for e in entries if not is_ranked(e, min_coverage)), key=lambda e: e.guard.id)
@@ -174,7 +174,7 @@ def build_snapshot(entries: Sequence[SnapshotEntry], provenance: Provenance,
         units=UNITS,
         methodology=METHODOLOGY + (ADAPTIVE_METHODOLOGY if protocol == ADAPTIVE_PROTOCOL else ""),
         confidence_intervals=(spec or BootstrapSpec()).describe(),
-        provenance=Provenance.model_validate(provenance).model_copy(
+        provenance=provenance.model_copy(
             update={"margin_version": margin_version(), "git_commit": git_commit()}),
         min_coverage=min_coverage,
     )

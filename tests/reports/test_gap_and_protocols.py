@@ -10,7 +10,7 @@ from margin.reports.protocols import (
     protocol_for,
 )
 from margin.reports.snapshot import build_snapshot, snapshot_entry
-from margin.reports.snapshot_schema import validate_snapshot
+from margin.reports.snapshot_schema import Evaluation, Provenance, validate_snapshot
 from margin.types import GuardInfo, SearchResult
 
 
@@ -37,8 +37,9 @@ def test_suite_gap_refuses_runs_that_disagree_on_labels():
 
 def snapshot(search):
     guard = GuardInfo(id="g", family="k", checkpoint="", revision="", backend="python", caveats=("c",))
-    entry = snapshot_entry(guard, [result("a", "unsafe", 9.0), result("b", "safe", 100.0)], 100.0, {"search": search})
-    provenance = {"dataset": {"name": "d", "sha256": "1"}, "suite": {"name": "s", "sha256": "2"}, "budget": 100.0}
+    entry = snapshot_entry(guard, [result("a", "unsafe", 9.0), result("b", "safe", 100.0)], 100.0, Evaluation(search=search))
+    provenance = Provenance.model_validate({"dataset": {"name": "d", "sha256": "1"}, "suite": {"name": "s", "sha256": "2"},
+                                            "budget": 100.0})
     return build_snapshot([entry], provenance, protocol=protocol_for(search))
 
 

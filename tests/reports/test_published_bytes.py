@@ -25,6 +25,7 @@ from margin.reports.completeness import PairCoverage
 from margin.reports.pairings import PairOutcome, TransformationOutcome, build_pairings
 from margin.reports.publish import publish
 from margin.reports.snapshot import build_snapshot, snapshot_entry
+from margin.reports.snapshot_schema import Evaluation, Provenance
 from margin.util import provenance
 from margin.util.hashing import sha256_text
 from tests.support.guards import FlakyGuard, HashGuard, ProbabilityGuard
@@ -113,9 +114,10 @@ def written(root: Path) -> dict[str, str]:
     out["diff/runs"] = printed(diff, runs["hash"], runs["prob"], as_json=True)
     out["diff/run-snapshot"] = printed(diff, runs["prob"], current, as_json=True)
     out["check/runs"] = printed(check, runs["prob"], baseline=runs["hash"], max_drop=1.0, as_json=True)
-    adaptive = snapshot_entry(HashGuard(0.5, salt="p").info, [], 100.0, {"search": "adaptive", "seed": 0})
+    adaptive = snapshot_entry(HashGuard(0.5, salt="p").info, [], 100.0, Evaluation(search="adaptive", seed=0))
     out["snapshot/adaptive-empty"] = json.dumps(build_snapshot(
-        [adaptive], {"dataset": {"name": "d", "sha256": "1"}, "suite": {"name": "s", "sha256": "2"}, "budget": 100},
+        [adaptive], Provenance.model_validate({"dataset": {"name": "d", "sha256": "1"}, "suite": {"name": "s", "sha256": "2"},
+                                               "budget": 100}),
         DAY, protocol="margin-adaptive-flip-cost/1", min_coverage=0.5).document())
     return {name: text.replace(TODAY, "TODAY").replace(str(root), "ROOT") for name, text in out.items()}
 

@@ -9,7 +9,14 @@ import pytest
 
 from margin.errors import InputError
 from margin.reports.snapshot import build_snapshot, snapshot_entry
-from margin.reports.snapshot_schema import FigureSet, Headline, Record, validate_snapshot
+from margin.reports.snapshot_schema import (
+    Evaluation,
+    FigureSet,
+    Headline,
+    Provenance,
+    Record,
+    validate_snapshot,
+)
 from margin.types import HEADLINE_FIGURES, GuardInfo, SearchResult
 
 RESULTS = [SearchResult("u1", "unsafe", "t", "unsafe", 12.5, False, None, 3),
@@ -19,9 +26,9 @@ RESULTS = [SearchResult("u1", "unsafe", "t", "unsafe", 12.5, False, None, 3),
 
 def built(budget: float = 100.0, **guard: object) -> dict:
     info = GuardInfo(id="g", family="k", checkpoint="c", revision="r", backend="python", **guard)  # type: ignore[arg-type]
-    entry = snapshot_entry(info, RESULTS, budget, {"search": "cheapest", "seed": 0})
-    provenance = {"dataset": {"name": "d", "sha256": "1"}, "suite": {"name": "s", "sha256": "2"}, "budget": budget,
-                  "cost_norm": "corpus", "prompts": len(RESULTS)}
+    entry = snapshot_entry(info, RESULTS, budget, Evaluation(search="cheapest", seed=0))
+    provenance = Provenance.model_validate({"dataset": {"name": "d", "sha256": "1"}, "suite": {"name": "s", "sha256": "2"},
+                                            "budget": budget, "cost_norm": "corpus", "prompts": len(RESULTS)})
     return build_snapshot([entry], provenance).document()
 
 
