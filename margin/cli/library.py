@@ -9,13 +9,14 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from margin.cli import options as o
 from margin.cli.app import console, guards_app, transforms_app
 from margin.errors import InputError
 from margin.runrecord import DEFAULT_SEED
 
 
 @transforms_app.command("list")
-def transforms_list(as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False) -> None:
+def transforms_list(as_json: o.AsJson = False) -> None:
     """Every transform with its family, kind, strengths and NFKC stability."""
     from margin.transforms.registry import registry
 
@@ -70,7 +71,7 @@ def transforms_apply(
 
 
 @guards_app.command("list")
-def guards_list(as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False) -> None:
+def guards_list(as_json: o.AsJson = False) -> None:
     """Guards and presets, with family, backends and label semantics."""
     from margin.guards.spec import BUILTIN
 

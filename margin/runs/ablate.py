@@ -39,7 +39,6 @@ from margin.util.folderlock import entries, hold
 from margin.util.provenance import git_commit, margin_version
 from margin.util.safefiles import atomic_write_text, safe_name
 
-DEFAULT_DEFENCES = "none,nfkc,strip-format,skeleton,strip-marks,decode,all"
 #: What an ablation writes besides its defences' run folders (at the end, so after any resume).
 END_FILES = ("ablation.json", "ablation.png", "ablation.svg", "ablation-families.png", "ablation-families.svg")
 
