@@ -149,6 +149,12 @@ class PairTransformation(Open):
         """Whether a rate had units to measure (the study's `defined`); true where it says nothing."""
         return bool(((self.model_extra or {}).get("defined") or {}).get(rate, True))
 
+    def missing_outputs(self) -> int:
+        """Outputs missing after every retry, over every kind (the study's `counts`; 0 where it
+        gave none)."""
+        counts = (self.model_extra or {}).get("counts") or {}
+        return sum(int(counts.get(k, 0)) for k in MISSING_COUNTS)
+
 
 class PairRecord(Open):
     guard_id: str
@@ -166,8 +172,7 @@ class PairRecord(Open):
         its per-transformation counts show (None when they show nothing missing)."""
         if self.coverage is not None:
             return self.coverage
-        return PairCoverage.from_counts(sum(int(((t.model_extra or {}).get("counts") or {}).get(k, 0))
-                                            for t in self.transformations for k in MISSING_COUNTS))
+        return PairCoverage.from_counts(sum(t.missing_outputs() for t in self.transformations))
 
     def is_complete(self) -> bool:
         coverage = self.known_coverage()

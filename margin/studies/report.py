@@ -24,25 +24,19 @@ class SecondJudge(BaseModel):
 
 
 class Evidence(BaseModel):
-    """A study's evidence for one transformation (`rates.outcome`), as the tables read it:
-    the pairings keep it as the transformation's extra fields."""
+    """A study's evidence for one transformation (`rates.outcome`) that the tables read beyond
+    `PairTransformation`'s own (intervals, defined rates, missing outputs): the pairings keep it
+    as the transformation's extra fields."""
 
     model_config = ConfigDict(frozen=True)
 
     counts: dict[str, int]
-    ci: dict[str, list[float] | None]
-    defined: dict[str, bool]
     layers: StackLayers | None = None
     second_judge: SecondJudge | None = None
 
     @classmethod
     def of(cls, row: PairTransformation) -> Evidence:
         return cls.model_validate(row.model_extra or {})
-
-    def missing(self) -> int:
-        """Outputs missing after every retry, over every kind."""
-        c = self.counts
-        return c["original_missing"] + c["transformed_missing"] + c["response_missing"] + c["judge_missing"]
 
 
 def _rate(value: float | None, interval: list[float] | None, defined: bool = True) -> str:
@@ -99,12 +93,10 @@ def evidence_tables(pairings: Pairings) -> list[Table]:
         for column in columns:
             table.add_column(column, justify="left" if column == "transformation" else "right")
         for row, evidence in rows:
-            ci, defined = evidence.ci, evidence.defined
-            cells = [row.name, _rate(row.evasion, ci["evasion"], defined["evasion"]),
-                     _rate(row.regression, ci["regression"], defined["regression"]),
-                     _rate(row.preservation, ci["preservation"], defined["preservation"]),
+            cells = [row.name, *(_rate(getattr(row, rate), row.interval(rate), row.is_defined(rate))
+                                 for rate in ("evasion", "regression", "preservation")),
                      "[red]yes[/red]" if row.qualifies else "no", str(evidence.counts["unparseable"]),
-                     str(evidence.missing())]
+                     str(row.missing_outputs())]
             if stacked:
                 cells.append(stopped_by(evidence.layers) if evidence.layers is not None else "—")
             if second:
